@@ -1,0 +1,68 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon"
+	"github.com/etcdlet/etcdlet/daemon/logging"
+	"github.com/etcdlet/etcdlet/daemon/runtime/embedded"
+)
+
+func newRunCommand() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "run",
+		Short: "Run the agent in the foreground",
+		Long: `Run the agent in the foreground until SIGTERM or SIGINT.
+
+The agent logs to stderr with log/slog: text on a terminal, JSON otherwise
+(agent.logFormat overrides). It serves /metrics and /healthz on
+agent.listen.
+
+Signals:
+  SIGTERM, SIGINT  stop the local etcd member cleanly and exit 0
+  SIGHUP           reload the configuration file; changes to the member list
+                   source and cluster.replicas apply at once, a change to any
+                   other field is refused (logged) and needs a restart`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			problems, cfg, err := validateFile(path)
+			if err != nil {
+				return err
+			}
+			if len(problems) > 0 {
+				return fmt.Errorf("invalid configuration %s:\n%s", path, problems.Error())
+			}
+			log, _ := logging.New(os.Stderr, cfg.Agent.LogFormat, cfg.Agent.LogLevel)
+			agent, err := daemon.New(cfg, log, embedded.New(log))
+			if err != nil {
+				return err
+			}
+			ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+			defer stop()
+			hup := make(chan os.Signal, 1)
+			signal.Notify(hup, syscall.SIGHUP)
+			defer signal.Stop(hup)
+			go func() {
+				for range hup {
+					reloaded, err := config.Load(path)
+					if err != nil {
+						log.Error("configuration reload rejected; the running configuration stays in force", "config", path, "problems", err.Error())
+						continue
+					}
+					_ = agent.Reload(ctx, reloaded) // logs its own outcome
+				}
+			}()
+			return agent.Run(ctx)
+		},
+	}
+	addConfigFlag(cmd, &path)
+	return cmd
+}

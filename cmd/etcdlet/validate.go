@@ -1,0 +1,64 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/runtime/embedded"
+)
+
+func newValidateCommand() *cobra.Command {
+	var path string
+	cmd := &cobra.Command{
+		Use:   "validate",
+		Short: "Check a configuration file and the member list it names",
+		Long: `Check a configuration file: strict YAML (unknown fields and wrong types are
+errors), every field's rule, the member list (static or the members file:
+valid IPs in canonical form, no duplicates, exactly cluster.replicas entries
+when set) and the etcd flags in etcd.extraArgs.
+
+Prints one line per problem, "<field>: <value>: <rule>", and exits 1 if
+there is any; prints a summary and exits 0 otherwise.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			problems, cfg, err := validateFile(path)
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			for _, p := range problems {
+				fmt.Fprintln(out, p.Error())
+			}
+			if len(problems) > 0 {
+				return &exitError{code: 1, silent: true, err: problems}
+			}
+			addrs, _ := cfg.DesiredMembers()
+			fmt.Fprintf(out, "%s: valid; cluster %s, %d listed members, runtime %s\n", path, cfg.Cluster.Name, len(addrs), cfg.Etcd.Runtime)
+			return nil
+		},
+	}
+	addConfigFlag(cmd, &path)
+	return cmd
+}
+
+// validateFile returns every problem of a configuration file; err is only
+// for a file that cannot be read at all.
+func validateFile(path string) (config.Errors, *config.Config, error) {
+	cfg, err := config.Load(path)
+	var problems config.Errors
+	if err != nil && !errors.As(err, &problems) {
+		return nil, nil, err
+	}
+	if cfg == nil {
+		return problems, nil, nil
+	}
+	if cfg.Members.Source == config.SourceFile {
+		_, listErrs := cfg.DesiredMembers()
+		problems = append(problems, listErrs...)
+	}
+	problems = append(problems, embedded.ValidateExtraArgs(cfg.Etcd.ExtraArgs)...)
+	return problems, cfg, nil
+}

@@ -1,0 +1,154 @@
+package config
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+)
+
+// MaxMembersFileBytes bounds what etcdlet reads from a members file: a list
+// of at most a few dozen IPs never comes near it, and a runaway file must
+// not exhaust memory.
+const MaxMembersFileBytes = 1 << 20
+
+// AddressEntry is one entry of a member list as the user wrote it, with
+// where it was written (for error messages).
+type AddressEntry struct {
+	Where string // "members.addresses[2]" or "members.file line 3"
+	Text  string
+}
+
+// StaticEntries turns members.addresses into entries.
+func StaticEntries(addresses []string) []AddressEntry {
+	entries := make([]AddressEntry, len(addresses))
+	for i, a := range addresses {
+		entries[i] = AddressEntry{Where: fmt.Sprintf("members.addresses[%d]", i), Text: a}
+	}
+	return entries
+}
+
+// ParseMembersFile parses the members file format shared with etcd-druid's
+// and Gardener's ENDPOINTS file: one IP per line; blank lines and "#"
+// comments (whole-line or trailing) are ignored. Syntax problems are
+// returned as FieldErrors; address rules are checked by ValidateAddressList.
+func ParseMembersFile(data []byte) ([]AddressEntry, Errors) {
+	var (
+		entries []AddressEntry
+		errs    Errors
+	)
+	scanner := bufio.NewScanner(bytes.NewReader(data))
+	scanner.Buffer(make([]byte, 0, 4096), MaxMembersFileBytes)
+	for line := 1; scanner.Scan(); line++ {
+		text := scanner.Text()
+		if i := strings.IndexByte(text, '#'); i >= 0 {
+			text = text[:i]
+		}
+		text = strings.TrimSpace(text)
+		if text == "" {
+			continue
+		}
+		where := fmt.Sprintf("members.file line %d", line)
+		if fields := strings.Fields(text); len(fields) > 1 {
+			errs.add(where, text, "one address per line")
+			continue
+		}
+		entries = append(entries, AddressEntry{Where: where, Text: text})
+	}
+	if err := scanner.Err(); err != nil {
+		errs.add("members.file", nil, "unreadable: %v", err)
+	}
+	return entries, errs
+}
+
+// ReadMembersFile reads and parses a members file, refusing files larger
+// than MaxMembersFileBytes.
+func ReadMembersFile(path string) ([]AddressEntry, Errors) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, Errors{{Path: "members.file", Value: path, Rule: fmt.Sprintf("cannot be read: %v", err)}}
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, MaxMembersFileBytes+1))
+	if err != nil {
+		return nil, Errors{{Path: "members.file", Value: path, Rule: fmt.Sprintf("cannot be read: %v", err)}}
+	}
+	if len(data) > MaxMembersFileBytes {
+		return nil, Errors{{Path: "members.file", Value: path, Rule: fmt.Sprintf("must be at most %d bytes", MaxMembersFileBytes)}}
+	}
+	return ParseMembersFile(data)
+}
+
+// ValidateAddressList applies the address-list rules of etcd-druid's
+// externally managed members (see ARCHITECTURE.md): every entry a valid IP
+// in canonical form, usable as a member address, no duplicates, and, when
+// replicas is set, exactly that many entries. listPath names the list as a
+// whole for the length rule. The returned addresses are in list order; on
+// any problem none are returned, so a bad list is never half-applied.
+func ValidateAddressList(listPath string, entries []AddressEntry, replicas *int) ([]netip.Addr, Errors) {
+	var errs Errors
+	addrs := make([]netip.Addr, 0, len(entries))
+	firstSeen := map[netip.Addr]string{}
+	for _, e := range entries {
+		addr, ok := checkAddress(&errs, e)
+		if !ok {
+			continue
+		}
+		if where, dup := firstSeen[addr]; dup {
+			errs.add(e.Where, e.Text, "duplicate of %s", where)
+			continue
+		}
+		firstSeen[addr] = e.Where
+		addrs = append(addrs, addr)
+	}
+	if replicas != nil && len(entries) != *replicas {
+		errs.add(listPath, fmt.Sprintf("%d entries", len(entries)), "must have exactly cluster.replicas (%d) entries", *replicas)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return addrs, nil
+}
+
+// checkAddress validates one entry and returns its address.
+func checkAddress(errs *Errors, e AddressEntry) (netip.Addr, bool) {
+	addr, err := netip.ParseAddr(e.Text)
+	switch {
+	case err != nil:
+		errs.add(e.Where, e.Text, "must be an IPv4 or IPv6 address")
+	case addr.Zone() != "":
+		errs.add(e.Where, e.Text, "must not carry an IPv6 zone")
+	case addr.Is4In6():
+		errs.add(e.Where, e.Text, "IPv4-mapped IPv6 addresses are ambiguous: write %s", addr.Unmap())
+	case addr.String() != e.Text:
+		errs.add(e.Where, e.Text, "must be in canonical form: write %s", addr)
+	case addr.IsUnspecified(), addr.IsMulticast(), addr.Is4() && addr == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
+		errs.add(e.Where, e.Text, "must be a unicast address a member can listen on")
+	case addr.Is6() && addr.IsLinkLocalUnicast():
+		errs.add(e.Where, e.Text, "IPv6 link-local addresses need a zone, which etcd URLs cannot carry")
+	default:
+		return addr, true
+	}
+	return netip.Addr{}, false
+}
+
+// DesiredMembers reads the member list from the configured source and
+// validates it. For the file source a missing or unreadable file is an
+// error like any other: the caller keeps the last good list in force.
+func (c *Config) DesiredMembers() ([]netip.Addr, Errors) {
+	switch c.Members.Source {
+	case SourceStatic:
+		return ValidateAddressList("members.addresses", StaticEntries(c.Members.Addresses), c.Cluster.Replicas)
+	case SourceFile:
+		entries, errs := ReadMembersFile(c.Members.File)
+		if len(errs) > 0 {
+			return nil, errs
+		}
+		return ValidateAddressList("members.file", entries, c.Cluster.Replicas)
+	default:
+		return nil, Errors{{Path: "members.source", Value: c.Members.Source, Rule: "must be static or file"}}
+	}
+}

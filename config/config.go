@@ -1,0 +1,193 @@
+// Package config holds etcdlet's configuration file: its types, defaults,
+// strict loading and validation, including the rules for the externally
+// managed list of member addresses.
+//
+// Field names in YAML are camelCase and documented field by field in
+// docs/config.md; every validation problem is reported as a FieldError that
+// names the field path, the offending value and the rule it breaks.
+package config
+
+import "time"
+
+// Defaults applied by Load before validation. They are exported so that the
+// documentation, the CLI help and the tests quote one source.
+const (
+	DefaultClientPort        = 2379
+	DefaultPeerPort          = 2380
+	DefaultListenMetricsURL  = "http://127.0.0.1:2381"
+	DefaultDataDir           = "/var/lib/etcd"
+	DefaultStateDir          = "/var/lib/etcdlet"
+	DefaultAgentListen       = "127.0.0.1:9479"
+	DefaultReconcileInterval = 5 * time.Second
+	DefaultCallTimeout       = 2 * time.Second
+	DefaultLockTTL           = 15 * time.Second
+	DefaultEtcdLogLevel      = "warn"
+	DefaultLogLevel          = "info"
+	DefaultLogFormat         = LogFormatAuto
+)
+
+// Member address sources.
+const (
+	SourceStatic = "static"
+	SourceFile   = "file"
+)
+
+// Runtimes for the local etcd member.
+const (
+	RuntimeEmbedded  = "embedded"
+	RuntimeStaticPod = "static-pod"
+)
+
+// Log formats for the agent's own log.
+const (
+	LogFormatAuto = "auto" // text on a terminal, JSON otherwise
+	LogFormatText = "text"
+	LogFormatJSON = "json"
+)
+
+// Config is the whole etcdlet configuration file.
+type Config struct {
+	Cluster Cluster `yaml:"cluster"`
+	Members Members `yaml:"members"`
+	Node    Node    `yaml:"node"`
+	Etcd    Etcd    `yaml:"etcd"`
+	Agent   Agent   `yaml:"agent"`
+}
+
+// Cluster identifies the etcd cluster that the member list describes.
+type Cluster struct {
+	// Name is the member name prefix: members are named "<name>-<ip>".
+	Name string `yaml:"name"`
+	// Replicas, when set, is the exact length every member list must have
+	// (etcd-druid's spec.replicas in externally managed mode).
+	Replicas *int `yaml:"replicas,omitempty"`
+	// Token is the initial-cluster-token used when the listed nodes bootstrap
+	// a new cluster together. Defaults to Name, so that every node derives
+	// the same member IDs from the same list without coordination.
+	Token string `yaml:"token,omitempty"`
+}
+
+// Members says where the externally managed list of member IPs comes from.
+type Members struct {
+	Source    string   `yaml:"source"`
+	Addresses []string `yaml:"addresses,omitempty"`
+	File      string   `yaml:"file,omitempty"`
+}
+
+// Node describes this host.
+type Node struct {
+	// Address is this host's member IP. When empty it is detected as the one
+	// listed address that is assigned to a local interface.
+	Address string `yaml:"address,omitempty"`
+}
+
+// Etcd configures the local etcd member.
+type Etcd struct {
+	Runtime          string            `yaml:"runtime"`
+	DataDir          string            `yaml:"dataDir"`
+	ClientPort       int               `yaml:"clientPort"`
+	PeerPort         int               `yaml:"peerPort"`
+	ListenMetricsURL string            `yaml:"listenMetricsURL"`
+	TLS              EtcdTLS           `yaml:"tls,omitempty"`
+	ExtraArgs        map[string]string `yaml:"extraArgs,omitempty"`
+	// LogLevel of the embedded etcd server's log (debug, info, warn, error).
+	LogLevel string `yaml:"logLevel"`
+}
+
+// EtcdTLS holds the certificates of the local member. When a section has a
+// certFile, traffic of that kind uses https.
+type EtcdTLS struct {
+	Client TLSFiles `yaml:"client,omitempty"`
+	Peer   TLSFiles `yaml:"peer,omitempty"`
+}
+
+// TLSFiles names PEM files. CAFile is the CA that verifies the other side;
+// on a server it also switches on client certificate authentication.
+type TLSFiles struct {
+	CertFile string `yaml:"certFile,omitempty"`
+	KeyFile  string `yaml:"keyFile,omitempty"`
+	CAFile   string `yaml:"caFile,omitempty"`
+}
+
+// Enabled reports whether the section configures TLS at all.
+func (f TLSFiles) Enabled() bool { return f.CertFile != "" || f.KeyFile != "" || f.CAFile != "" }
+
+// Agent configures etcdlet itself.
+type Agent struct {
+	StateDir string `yaml:"stateDir"`
+	// Listen is the address of the agent's HTTP listener (/metrics, /healthz, /readyz).
+	Listen string `yaml:"listen"`
+	// EtcdClientTLS is what etcdlet presents when it calls etcd. Defaults to
+	// etcd.tls.client's certificate and key, trusting etcd.tls.client's CA.
+	EtcdClientTLS     TLSFiles      `yaml:"etcdClientTLS,omitempty"`
+	ReconcileInterval time.Duration `yaml:"reconcileInterval"`
+	CallTimeout       time.Duration `yaml:"callTimeout"`
+	LockTTL           time.Duration `yaml:"lockTTL"`
+	LogLevel          string        `yaml:"logLevel"`
+	LogFormat         string        `yaml:"logFormat"`
+}
+
+// ClientScheme is the scheme of client URLs: https when the member has a
+// client certificate.
+func (e Etcd) ClientScheme() string { return scheme(e.TLS.Client.CertFile != "") }
+
+// PeerScheme is the scheme of peer URLs: https when the member has a peer
+// certificate.
+func (e Etcd) PeerScheme() string { return scheme(e.TLS.Peer.CertFile != "") }
+
+func scheme(tls bool) string {
+	if tls {
+		return "https"
+	}
+	return "http"
+}
+
+// ClientTLS returns the TLS files etcdlet uses as an etcd client: the
+// explicit agent.etcdClientTLS, else the member's own client certificate.
+func (c *Config) ClientTLS() TLSFiles {
+	if c.Agent.EtcdClientTLS.Enabled() {
+		return c.Agent.EtcdClientTLS
+	}
+	return c.Etcd.TLS.Client
+}
+
+// BootstrapToken is the initial-cluster-token for a new cluster.
+func (c *Config) BootstrapToken() string {
+	if c.Cluster.Token != "" {
+		return c.Cluster.Token
+	}
+	return c.Cluster.Name
+}
+
+// applyDefaults fills every field the user left empty.
+func (c *Config) applyDefaults() {
+	setDefault(&c.Etcd.Runtime, RuntimeEmbedded)
+	setDefault(&c.Etcd.DataDir, DefaultDataDir)
+	setDefault(&c.Etcd.ListenMetricsURL, DefaultListenMetricsURL)
+	setDefault(&c.Etcd.LogLevel, DefaultEtcdLogLevel)
+	if c.Etcd.ClientPort == 0 {
+		c.Etcd.ClientPort = DefaultClientPort
+	}
+	if c.Etcd.PeerPort == 0 {
+		c.Etcd.PeerPort = DefaultPeerPort
+	}
+	setDefault(&c.Agent.StateDir, DefaultStateDir)
+	setDefault(&c.Agent.Listen, DefaultAgentListen)
+	setDefault(&c.Agent.LogLevel, DefaultLogLevel)
+	setDefault(&c.Agent.LogFormat, DefaultLogFormat)
+	if c.Agent.ReconcileInterval == 0 {
+		c.Agent.ReconcileInterval = DefaultReconcileInterval
+	}
+	if c.Agent.CallTimeout == 0 {
+		c.Agent.CallTimeout = DefaultCallTimeout
+	}
+	if c.Agent.LockTTL == 0 {
+		c.Agent.LockTTL = DefaultLockTTL
+	}
+}
+
+func setDefault(field *string, value string) {
+	if *field == "" {
+		*field = value
+	}
+}

@@ -1,0 +1,185 @@
+package config
+
+import (
+	"fmt"
+	"maps"
+	"os"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// Load reads, strictly decodes, defaults and validates a configuration
+// file. On failure the error is an Errors list with every problem found.
+func Load(path string) (*Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read config: %w", err)
+	}
+	cfg, err := Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, err
+	}
+	return cfg, nil
+}
+
+// Parse strictly decodes YAML into a Config and applies defaults, without
+// validating values. Unknown fields, duplicate keys and values of the wrong
+// type are errors naming the field path and line.
+func Parse(data []byte) (*Config, error) {
+	cfg := &Config{}
+	var doc yaml.Node
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, Errors{{Path: "(file)", Rule: fmt.Sprintf("not valid YAML: %v", err)}}
+	}
+	if len(doc.Content) > 0 {
+		root := doc.Content[0]
+		var errs Errors
+		checkNode(&errs, "", root, reflect.TypeOf(cfg).Elem())
+		if len(errs) > 0 {
+			return nil, errs
+		}
+		if err := root.Decode(cfg); err != nil {
+			return nil, Errors{{Path: "(file)", Rule: err.Error()}}
+		}
+	}
+	cfg.applyDefaults()
+	return cfg, nil
+}
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+// checkNode walks a YAML node against the Go type it will be decoded into
+// and reports unknown fields, duplicate keys and scalars that do not fit,
+// each with its field path. yaml.v3's own strict mode reports these too,
+// but only with Go type names and without the path a user needs.
+func checkNode(errs *Errors, path string, node *yaml.Node, t reflect.Type) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if node.Kind == yaml.AliasNode {
+		node = node.Alias
+	}
+	if node.Kind == yaml.ScalarNode && node.Tag == "!!null" {
+		return
+	}
+	switch {
+	case t.Kind() == reflect.Struct:
+		checkStruct(errs, path, node, t)
+	case t.Kind() == reflect.Map:
+		if node.Kind != yaml.MappingNode {
+			errs.add(display(path), node.Value, "must be a mapping (line %d)", node.Line)
+			return
+		}
+		seen := map[string]int{}
+		for i := 0; i+1 < len(node.Content); i += 2 {
+			key := node.Content[i]
+			if first, dup := seen[key.Value]; dup {
+				errs.add(join(path, key.Value), nil, "defined twice (lines %d and %d)", first, key.Line)
+			}
+			seen[key.Value] = key.Line
+			checkNode(errs, join(path, key.Value), node.Content[i+1], t.Elem())
+		}
+	case t.Kind() == reflect.Slice:
+		if node.Kind != yaml.SequenceNode {
+			errs.add(display(path), node.Value, "must be a list (line %d)", node.Line)
+			return
+		}
+		for i, item := range node.Content {
+			checkNode(errs, fmt.Sprintf("%s[%d]", path, i), item, t.Elem())
+		}
+	default:
+		checkScalar(errs, path, node, t)
+	}
+}
+
+func checkStruct(errs *Errors, path string, node *yaml.Node, t reflect.Type) {
+	if node.Kind != yaml.MappingNode {
+		errs.add(display(path), node.Value, "must be a mapping (line %d)", node.Line)
+		return
+	}
+	fields := yamlFields(t)
+	seen := map[string]int{}
+	for i := 0; i+1 < len(node.Content); i += 2 {
+		key, value := node.Content[i], node.Content[i+1]
+		fieldPath := join(path, key.Value)
+		if first, dup := seen[key.Value]; dup {
+			errs.add(fieldPath, nil, "defined twice (lines %d and %d)", first, key.Line)
+			continue
+		}
+		seen[key.Value] = key.Line
+		ft, known := fields[key.Value]
+		if !known {
+			errs.add(fieldPath, nil, "unknown field (line %d); known fields here: %s", key.Line, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
+			continue
+		}
+		checkNode(errs, fieldPath, value, ft)
+	}
+}
+
+func checkScalar(errs *Errors, path string, node *yaml.Node, t reflect.Type) {
+	if node.Kind != yaml.ScalarNode {
+		errs.add(display(path), nil, "must be a single value, not a list or mapping (line %d)", node.Line)
+		return
+	}
+	if t == durationType {
+		if _, err := time.ParseDuration(node.Value); err != nil {
+			errs.add(path, node.Value, "must be a duration such as 500ms, 5s or 1m (line %d)", node.Line)
+		}
+		return
+	}
+	if err := node.Decode(reflect.New(t).Interface()); err != nil {
+		errs.add(path, node.Value, "must be %s (line %d)", kindName(t), node.Line)
+	}
+}
+
+func kindName(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "a whole number"
+	case reflect.Bool:
+		return "true or false"
+	case reflect.String:
+		return "a string"
+	default:
+		return "a " + t.Kind().String()
+	}
+}
+
+// yamlFields maps the YAML keys of a struct to their field types.
+func yamlFields(t reflect.Type) map[string]reflect.Type {
+	fields := map[string]reflect.Type{}
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+		if name == "-" || !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = strings.ToLower(f.Name)
+		}
+		fields[name] = f.Type
+	}
+	return fields
+}
+
+func join(path, key string) string {
+	if path == "" {
+		return key
+	}
+	return path + "." + key
+}
+
+func display(path string) string {
+	if path == "" {
+		return "(file)"
+	}
+	return path
+}

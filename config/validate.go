@@ -1,0 +1,238 @@
+package config
+
+import (
+	"maps"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+var (
+	clusterNamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	flagNamePattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+	logLevels          = []string{"debug", "info", "warn", "error"}
+)
+
+// ownedEtcdFlags are the etcd flags etcdlet sets itself. Setting one in
+// etcd.extraArgs is a validation error, never a silent override: each maps
+// to the config field (or the mechanism) that controls it.
+var ownedEtcdFlags = map[string]string{
+	"name":                        "derived from cluster.name and the node address",
+	"data-dir":                    "set etcd.dataDir",
+	"wal-dir":                     "etcdlet moves the data dir aside as one unit; a separate WAL dir would be left behind",
+	"initial-cluster":             "derived from the member list",
+	"initial-cluster-state":       "decided by etcdlet's membership engine",
+	"initial-cluster-token":       "set cluster.token",
+	"initial-advertise-peer-urls": "derived from the node address and etcd.peerPort",
+	"advertise-client-urls":       "derived from the node address and etcd.clientPort",
+	"listen-peer-urls":            "derived from the node address and etcd.peerPort",
+	"listen-client-urls":          "derived from the node address and etcd.clientPort",
+	"listen-client-http-urls":     "etcdlet owns the client listeners",
+	"listen-metrics-urls":         "set etcd.listenMetricsURL",
+	"cert-file":                   "set etcd.tls.client.certFile",
+	"key-file":                    "set etcd.tls.client.keyFile",
+	"trusted-ca-file":             "set etcd.tls.client.caFile",
+	"client-cert-auth":            "switched on by etcd.tls.client.caFile",
+	"auto-tls":                    "set etcd.tls.client",
+	"peer-cert-file":              "set etcd.tls.peer.certFile",
+	"peer-key-file":               "set etcd.tls.peer.keyFile",
+	"peer-trusted-ca-file":        "set etcd.tls.peer.caFile",
+	"peer-client-cert-auth":       "switched on by etcd.tls.peer.caFile",
+	"peer-auto-tls":               "set etcd.tls.peer",
+	"force-new-cluster":           "it discards the membership etcdlet manages; recover by hand, never through etcdlet",
+	"discovery":                   "membership comes from the member list",
+	"discovery-srv":               "membership comes from the member list",
+	"discovery-srv-name":          "membership comes from the member list",
+	"discovery-proxy":             "membership comes from the member list",
+	"logger":                      "etcdlet routes etcd's log into its own",
+	"log-outputs":                 "etcdlet routes etcd's log into its own",
+	"log-level":                   "set etcd.logLevel",
+}
+
+// OwnedEtcdFlag reports whether etcdlet sets the etcd flag itself, and
+// which config field controls it.
+func OwnedEtcdFlag(name string) (how string, owned bool) {
+	how, owned = ownedEtcdFlags[name]
+	return how, owned
+}
+
+// Validate checks every field and returns an Errors list (nil when valid).
+// It does not read the members file; ReadDesired does.
+func (c *Config) Validate() error {
+	var errs Errors
+	c.validateCluster(&errs)
+	c.validateMembers(&errs)
+	c.validateNode(&errs)
+	c.validateEtcd(&errs)
+	c.validateAgent(&errs)
+	return errs.Err()
+}
+
+func (c *Config) validateCluster(errs *Errors) {
+	switch name := c.Cluster.Name; {
+	case name == "":
+		errs.add("cluster.name", nil, "required: the member name prefix, e.g. etcd-main")
+	case len(name) > 63 || !clusterNamePattern.MatchString(name):
+		errs.add("cluster.name", name, "must be at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
+	}
+	if r := c.Cluster.Replicas; r != nil && *r < 1 {
+		errs.add("cluster.replicas", *r, "must be at least 1 when set")
+	}
+	if t := c.Cluster.Token; t != "" && strings.ContainsAny(t, " \t\n,=") {
+		errs.add("cluster.token", t, "must not contain spaces, ',' or '='")
+	}
+}
+
+func (c *Config) validateMembers(errs *Errors) {
+	m := c.Members
+	switch m.Source {
+	case SourceStatic:
+		if len(m.Addresses) == 0 {
+			errs.add("members.addresses", nil, "required with members.source static: list at least one member IP")
+		}
+		if m.File != "" {
+			errs.add("members.file", m.File, "only used with members.source file")
+		}
+		_, listErrs := ValidateAddressList("members.addresses", StaticEntries(m.Addresses), c.Cluster.Replicas)
+		*errs = append(*errs, listErrs...)
+	case SourceFile:
+		if len(m.Addresses) > 0 {
+			errs.add("members.addresses", strings.Join(m.Addresses, ","), "only used with members.source static")
+		}
+		requireAbsPath(errs, "members.file", m.File)
+	case "":
+		errs.add("members.source", nil, "required: static or file")
+	default:
+		errs.add("members.source", m.Source, "must be static or file")
+	}
+}
+
+func (c *Config) validateNode(errs *Errors) {
+	if a := c.Node.Address; a != "" {
+		checkAddress(errs, AddressEntry{Where: "node.address", Text: a})
+	}
+}
+
+func (c *Config) validateEtcd(errs *Errors) {
+	e := c.Etcd
+	if e.Runtime != RuntimeEmbedded {
+		errs.add("etcd.runtime", e.Runtime, "must be %s (the static-pod runtime is not part of this build)", RuntimeEmbedded)
+	}
+	requireAbsPath(errs, "etcd.dataDir", e.DataDir)
+	checkPort(errs, "etcd.clientPort", e.ClientPort)
+	checkPort(errs, "etcd.peerPort", e.PeerPort)
+	if e.ClientPort == e.PeerPort {
+		errs.add("etcd.peerPort", e.PeerPort, "must differ from etcd.clientPort")
+	}
+	checkListenURL(errs, "etcd.listenMetricsURL", e.ListenMetricsURL)
+	checkTLSFiles(errs, "etcd.tls.client", e.TLS.Client)
+	checkTLSFiles(errs, "etcd.tls.peer", e.TLS.Peer)
+	for _, name := range slices.Sorted(maps.Keys(e.ExtraArgs)) {
+		path := "etcd.extraArgs." + name
+		if how, owned := ownedEtcdFlags[name]; owned {
+			errs.add(path, e.ExtraArgs[name], "etcdlet sets --%s itself: %s", name, how)
+		} else if !flagNamePattern.MatchString(name) {
+			errs.add(path, e.ExtraArgs[name], "must be an etcd flag name without leading dashes, e.g. snapshot-count")
+		}
+	}
+	if !slices.Contains(logLevels, e.LogLevel) {
+		errs.add("etcd.logLevel", e.LogLevel, "must be one of %s", strings.Join(logLevels, ", "))
+	}
+}
+
+func (c *Config) validateAgent(errs *Errors) {
+	a := c.Agent
+	if requireAbsPath(errs, "agent.stateDir", a.StateDir) && filepath.IsAbs(c.Etcd.DataDir) {
+		if nested(a.StateDir, c.Etcd.DataDir) || nested(c.Etcd.DataDir, a.StateDir) {
+			errs.add("agent.stateDir", a.StateDir, "must not be inside etcd.dataDir (%s) or contain it: the data dir is moved aside as a unit", c.Etcd.DataDir)
+		}
+	}
+	if host, port, err := net.SplitHostPort(a.Listen); err != nil {
+		errs.add("agent.listen", a.Listen, "must be host:port, e.g. 127.0.0.1:9479")
+	} else {
+		if _, err := netip.ParseAddr(host); err != nil && host != "localhost" {
+			errs.add("agent.listen", a.Listen, "host must be an IP address or localhost")
+		}
+		if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
+			errs.add("agent.listen", a.Listen, "port must be between 0 and 65535")
+		}
+	}
+	checkTLSFiles(errs, "agent.etcdClientTLS", a.EtcdClientTLS)
+	if a.ReconcileInterval < 100*time.Millisecond {
+		errs.add("agent.reconcileInterval", a.ReconcileInterval, "must be at least 100ms")
+	}
+	if a.LockTTL < 5*time.Second || a.LockTTL%time.Second != 0 {
+		errs.add("agent.lockTTL", a.LockTTL, "must be whole seconds, at least 5s (an etcd lease TTL)")
+	}
+	if a.CallTimeout < 100*time.Millisecond || a.CallTimeout > time.Minute {
+		errs.add("agent.callTimeout", a.CallTimeout, "must be between 100ms and 1m")
+	} else if a.CallTimeout*3 > a.LockTTL {
+		errs.add("agent.callTimeout", a.CallTimeout, "must be at most a third of agent.lockTTL (%s), so a membership change ends before the writer lock can expire", a.LockTTL)
+	}
+	if !slices.Contains(logLevels, a.LogLevel) {
+		errs.add("agent.logLevel", a.LogLevel, "must be one of %s", strings.Join(logLevels, ", "))
+	}
+	if !slices.Contains([]string{LogFormatAuto, LogFormatText, LogFormatJSON}, a.LogFormat) {
+		errs.add("agent.logFormat", a.LogFormat, "must be auto, text or json")
+	}
+}
+
+func requireAbsPath(errs *Errors, path, value string) bool {
+	switch {
+	case value == "":
+		errs.add(path, nil, "required: an absolute path")
+	case !filepath.IsAbs(value):
+		errs.add(path, value, "must be an absolute path")
+	case filepath.Clean(value) == "/":
+		errs.add(path, value, "must not be the root directory")
+	default:
+		return true
+	}
+	return false
+}
+
+func nested(parent, child string) bool {
+	rel, err := filepath.Rel(filepath.Clean(parent), filepath.Clean(child))
+	return err == nil && (rel == "." || (rel != ".." && !strings.HasPrefix(rel, "../")))
+}
+
+func checkPort(errs *Errors, path string, port int) {
+	if port < 1 || port > 65535 {
+		errs.add(path, port, "must be between 1 and 65535")
+	}
+}
+
+func checkListenURL(errs *Errors, path, value string) {
+	u, err := url.Parse(value)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() == "" || (u.Path != "" && u.Path != "/") {
+		errs.add(path, value, "must be an http or https URL with a host and a port and no path, e.g. %s", DefaultListenMetricsURL)
+		return
+	}
+	if _, err := netip.ParseAddr(u.Hostname()); err != nil && u.Hostname() != "localhost" {
+		errs.add(path, value, "host must be an IP address or localhost")
+	}
+}
+
+func checkTLSFiles(errs *Errors, path string, f TLSFiles) {
+	if !f.Enabled() {
+		return
+	}
+	if f.CertFile == "" || f.KeyFile == "" {
+		errs.add(path, nil, "certFile and keyFile must be set together")
+	}
+	for _, file := range []struct{ field, value string }{{"certFile", f.CertFile}, {"keyFile", f.KeyFile}, {"caFile", f.CAFile}} {
+		if file.value == "" {
+			continue
+		}
+		if _, err := os.Stat(file.value); err != nil {
+			errs.add(path+"."+file.field, file.value, "cannot be read: %v", err)
+		}
+	}
+}

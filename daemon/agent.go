@@ -1,0 +1,363 @@
+// Package daemon is the etcdlet agent: one level-triggered loop that, on
+// every pass, reads the desired member list, observes the cluster, decides
+// about the local member, and lets the membership reconciler make at most
+// one change. Each concern lives in its own sub-package; this package only
+// wires them together.
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/memberlist"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/metrics"
+	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/state"
+)
+
+// Agent runs the reconcile loop for one node.
+type Agent struct {
+	cfg        *config.Config
+	log        *slog.Logger
+	scheme     identity.Scheme
+	source     *memberlist.Source
+	runtime    runtime.Runtime
+	pool       *etcdclient.Pool
+	observer   *membership.Observer
+	reconciler *membership.Reconciler
+	store      state.Store
+	state      state.State
+	metrics    *metrics.Metrics
+	listener   net.Listener
+	reloads    chan reloadRequest
+
+	// Loop-owned bookkeeping.
+	self         identity.Member
+	lastMembers  []membership.Member
+	logged       map[string]string // logOnce: category -> last key
+	stale        []uint64
+	seenExits    uint64    // runtime exit count already accounted for
+	exits        int       // consecutive exits of the local member on its own
+	restartAfter time.Time // no restart before this (crash-loop backoff)
+	retries      int       // consecutive passes whose change must be retried
+
+	health healthState
+}
+
+type reloadRequest struct {
+	cfg   *config.Config
+	reply chan error
+}
+
+// New builds an agent from a validated configuration and a runtime. It
+// binds the agent's HTTP listener at once, so a port conflict is a start
+// error rather than a log line.
+func New(cfg *config.Config, log *slog.Logger, rt runtime.Runtime) (*Agent, error) {
+	store := state.Store{Dir: cfg.Agent.StateDir}
+	st, err := store.Load()
+	if err != nil {
+		return nil, err
+	}
+	pool, err := etcdclient.NewPool(cfg.ClientTLS(), cfg.Agent.CallTimeout)
+	if err != nil {
+		return nil, err
+	}
+	m := metrics.New()
+	a := &Agent{
+		cfg: cfg, log: log, scheme: identity.SchemeFrom(cfg), runtime: rt, pool: pool,
+		store: store, state: st, metrics: m, reloads: make(chan reloadRequest), logged: map[string]string{},
+	}
+	a.source = memberlist.New(cfg, log, parseAddrs(st.LastAppliedList))
+	a.source.OnReload = func(accepted bool) {
+		a.metrics.ListReloads.WithLabelValues(map[bool]string{true: "accepted", false: "rejected"}[accepted]).Inc()
+	}
+	a.observer = &membership.Observer{Pool: pool, Timeout: cfg.Agent.CallTimeout, Scheme: a.scheme}
+	a.reconciler = &membership.Reconciler{
+		Pool: pool, Observer: a.observer, Log: log,
+		LockKey: "/etcdlet/" + cfg.Cluster.Name + "/membership-lock",
+		LockTTL: cfg.Agent.LockTTL,
+		Policy: etcdclient.Policy{Attempts: 4, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
+			Jitter: 0.3, AttemptTimeout: cfg.Agent.CallTimeout},
+		OnChange: func(act membership.Action, r etcdclient.Result) {
+			m.MembershipChanges.WithLabelValues(string(act.Kind), string(r.Outcome)).Inc()
+		},
+	}
+	if a.listener, err = net.Listen("tcp", cfg.Agent.Listen); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("agent.listen %s: %w", cfg.Agent.Listen, err)
+	}
+	return a, nil
+}
+
+// Reload applies a reloaded configuration (SIGHUP). Only the member list
+// source and the list rules can change at run time; any other change is
+// refused as a whole, naming the fields, and the running config stays.
+func (a *Agent) Reload(ctx context.Context, cfg *config.Config) error {
+	req := reloadRequest{cfg: cfg, reply: make(chan error, 1)}
+	select {
+	case a.reloads <- req:
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	return <-req.reply
+}
+
+// Run runs the loop until ctx ends, then stops the local member.
+func (a *Agent) Run(ctx context.Context) error {
+	a.log.Info("etcdlet agent starting", "cluster", a.cfg.Cluster.Name, "runtime", a.cfg.Etcd.Runtime,
+		"dataDir", a.cfg.Etcd.DataDir, "stateDir", a.cfg.Agent.StateDir, "listen", a.listener.Addr().String())
+	var wg sync.WaitGroup
+	loopCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	srv := a.serveHTTP(&wg)
+	wg.Go(func() {
+		if err := a.source.Watch(loopCtx); err != nil {
+			a.log.Error("members file watch stopped; changes are picked up on each reconcile pass", "error", err)
+		}
+	})
+
+	a.source.Refresh()
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return a.shutdown(srv, &wg, stop)
+		case req := <-a.reloads:
+			req.reply <- a.applyReload(req.cfg)
+		case <-a.source.Changes():
+		case <-a.runtime.Changed():
+		case <-timer.C:
+		}
+		next := a.pass(ctx)
+		if !timer.Stop() {
+			select {
+			case <-timer.C:
+			default:
+			}
+		}
+		timer.Reset(next)
+	}
+}
+
+func (a *Agent) shutdown(srv interface{ Shutdown(context.Context) error }, wg *sync.WaitGroup, stop context.CancelFunc) error {
+	a.log.Info("etcdlet agent stopping")
+	stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	a.reconciler.Close()
+	err := a.runtime.Stop(ctx)
+	_ = srv.Shutdown(ctx)
+	wg.Wait()
+	a.pool.Close()
+	if err != nil {
+		return fmt.Errorf("stop local member: %w", err)
+	}
+	return nil
+}
+
+func (a *Agent) applyReload(cfg *config.Config) error {
+	if fields := immutableChanges(a.cfg, cfg); len(fields) > 0 {
+		err := fmt.Errorf("reload refused: %v changed; these need a restart of etcdlet (the running configuration stays in force)", fields)
+		a.log.Error("configuration reload refused", "error", err)
+		return err
+	}
+	a.cfg.Members, a.cfg.Cluster.Replicas = cfg.Members, cfg.Cluster.Replicas
+	a.source.SetConfig(cfg)
+	a.log.Info("configuration reloaded")
+	return nil
+}
+
+// immutableChanges names the fields that differ and cannot change while
+// the agent runs.
+func immutableChanges(old, next *config.Config) []string {
+	var fields []string
+	check := func(name string, changed bool) {
+		if changed {
+			fields = append(fields, name)
+		}
+	}
+	check("cluster.name", old.Cluster.Name != next.Cluster.Name)
+	check("cluster.token", old.Cluster.Token != next.Cluster.Token)
+	check("node.address", old.Node.Address != next.Node.Address)
+	check("etcd", fmt.Sprint(old.Etcd) != fmt.Sprint(next.Etcd))
+	check("agent", old.Agent != next.Agent)
+	return fields
+}
+
+// pass runs one reconcile pass and returns when the next should run.
+func (a *Agent) pass(ctx context.Context) time.Duration {
+	start := time.Now()
+	defer func() {
+		a.metrics.ReconcilePasses.Inc()
+		a.metrics.ReconcileDuration.Observe(time.Since(start).Seconds())
+		a.health.passed(time.Now())
+	}()
+	interval := a.cfg.Agent.ReconcileInterval
+
+	addrs, ok := a.source.Current()
+	if !ok {
+		a.logOnce("list", "none", slog.LevelWarn, "waiting for a valid member list", "error", a.source.Err())
+		return interval
+	}
+	a.rememberList(addrs)
+	desired := a.scheme.ForAll(addrs)
+	a.metrics.DesiredMembers.Set(float64(len(desired)))
+	if err := a.resolveSelf(addrs); err != nil {
+		a.logOnce("self", err.Error(), slog.LevelError, "cannot tell which member is this node", "error", err)
+		return interval
+	}
+
+	view := a.observer.Observe(ctx, membership.Endpoints(desired, a.lastMembers, a.self.ClientURL))
+	a.recordView(view)
+	a.pool.Retain(membership.Endpoints(desired, a.lastMembers, a.self.ClientURL))
+	requeue := a.reconcileLocal(ctx, desired, view)
+
+	if view.Reached {
+		res, err := a.reconciler.Step(ctx, desired, view, a.stale)
+		a.recordPlan(res.Plan)
+		switch {
+		case err != nil:
+			a.log.Warn("membership step failed", "error", err)
+			requeue = min(requeue, a.backoff())
+		case res.Busy:
+			a.metrics.WriterLockBusy.Inc()
+			requeue = min(requeue, 500*time.Millisecond)
+		case res.Acted != nil && res.Result.Outcome == etcdclient.Done:
+			a.retries = 0
+			requeue = min(requeue, 100*time.Millisecond) // re-plan at once: the next step may be ready
+		case res.Acted != nil:
+			requeue = min(requeue, a.backoff())
+		default:
+			a.retries = 0
+		}
+	} else {
+		a.recordPlan(membership.Plan{})
+	}
+	return min(requeue, interval)
+}
+
+// backoff grows the requeue delay while a change keeps failing, so a
+// learner that is not up yet is not hammered, but a ready one is promoted
+// quickly.
+func (a *Agent) backoff() time.Duration {
+	a.retries++
+	d := 200 * time.Millisecond << min(a.retries-1, 5)
+	return min(d, a.cfg.Agent.ReconcileInterval)
+}
+
+// resolveSelf fixes this node's member identity for the agent's lifetime:
+// node.address, or the one local address among the listed ones and the
+// address used before a restart.
+func (a *Agent) resolveSelf(listed []netip.Addr) error {
+	if a.self.IP.IsValid() {
+		return nil
+	}
+	var ip netip.Addr
+	if a.cfg.Node.Address != "" {
+		ip = netip.MustParseAddr(a.cfg.Node.Address) // validated
+	} else {
+		candidates := slices.Clone(listed)
+		if prev, err := netip.ParseAddr(a.state.SelfAddress); err == nil && !slices.Contains(candidates, prev) {
+			candidates = append(candidates, prev)
+		}
+		var err error
+		if ip, err = nodeaddr.Detect(candidates); err != nil {
+			return err
+		}
+		a.log.Info("detected node address", "address", ip.String())
+	}
+	a.self = a.scheme.For(ip)
+	a.log = a.log.With("self", a.self.Name)
+	if a.state.SelfAddress != ip.String() {
+		a.state.SelfAddress = ip.String()
+		a.saveState()
+	}
+	return nil
+}
+
+func (a *Agent) rememberList(addrs []netip.Addr) {
+	list := make([]string, len(addrs))
+	for i, ip := range addrs {
+		list[i] = ip.String()
+	}
+	if !slices.Equal(list, a.state.LastAppliedList) {
+		a.state.LastAppliedList = list
+		a.saveState()
+	}
+}
+
+func (a *Agent) recordView(v membership.View) {
+	reachable := 0.0
+	if v.Reached {
+		reachable = 1
+		a.logged["view"] = "reached"
+		a.lastMembers = v.Members
+		voters, healthy := v.Voters()
+		a.metrics.Members.WithLabelValues("voter").Set(float64(voters))
+		a.metrics.Members.WithLabelValues("learner").Set(float64(len(v.Members) - voters))
+		a.metrics.HealthyVoters.Set(float64(healthy))
+	} else {
+		a.logOnce("view", fmt.Sprint(v.Established), slog.LevelInfo, "cluster not reachable with quorum", "established", v.Established, "problems", v.Problems)
+	}
+	a.metrics.ClusterReachable.Set(reachable)
+}
+
+func (a *Agent) recordPlan(p membership.Plan) {
+	a.metrics.PlanWaiting.Reset()
+	for _, w := range p.Waiting {
+		a.metrics.PlanWaiting.WithLabelValues(string(w.Reason)).Inc()
+	}
+	key := fmt.Sprint(p.Waiting)
+	if len(p.Waiting) == 0 {
+		a.logged["plan"] = ""
+	} else {
+		a.logOnce("plan", key, slog.LevelInfo, "membership changes waiting", "waiting", waitStrings(p.Waiting))
+	}
+}
+
+// logOnce logs a message only when its key differs from the previous key
+// of the same category, so a condition that persists across passes is
+// logged once, when it starts or changes.
+func (a *Agent) logOnce(category, key string, level slog.Level, msg string, attrs ...any) {
+	if prev, ok := a.logged[category]; ok && prev == key {
+		return
+	}
+	a.logged[category] = key
+	a.log.Log(context.Background(), level, msg, attrs...)
+}
+
+func (a *Agent) saveState() {
+	if err := a.store.Save(a.state); err != nil {
+		a.log.Error("cannot persist agent state", "error", err)
+	}
+}
+
+func parseAddrs(list []string) []netip.Addr {
+	var addrs []netip.Addr
+	for _, s := range list {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			addrs = append(addrs, ip)
+		}
+	}
+	return addrs
+}
+
+func waitStrings(ws []membership.Wait) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = w.String()
+	}
+	return out
+}

@@ -1,0 +1,163 @@
+// Package etcdclient gives etcdlet's other packages bounded, per-endpoint
+// access to etcd: one connection per endpoint URL (so one dead endpoint
+// never stalls calls meant for another), TLS from the configuration, an
+// explicit table that classifies etcd errors as done, retry or fatal, and
+// a bounded retry with per-attempt timeouts, exponential backoff and jitter.
+package etcdclient
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"net/url"
+	"slices"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/etcdlet/etcdlet/config"
+)
+
+// Pool caches one connection per endpoint URL. It is safe for concurrent
+// use.
+type Pool struct {
+	tls         *tls.Config
+	dialTimeout time.Duration
+
+	mu        sync.Mutex
+	endpoints map[string]*Endpoint
+}
+
+// NewPool builds a pool whose connections present the given TLS files
+// (when enabled) and give up connecting after dialTimeout.
+func NewPool(files config.TLSFiles, dialTimeout time.Duration) (*Pool, error) {
+	tlsConfig, err := ClientTLS(files)
+	if err != nil {
+		return nil, err
+	}
+	return &Pool{tls: tlsConfig, dialTimeout: dialTimeout, endpoints: map[string]*Endpoint{}}, nil
+}
+
+// ClientTLS turns TLS files into a client TLS config; nil when TLS is off.
+func ClientTLS(files config.TLSFiles) (*tls.Config, error) {
+	if !files.Enabled() {
+		return nil, nil
+	}
+	info := transport.TLSInfo{CertFile: files.CertFile, KeyFile: files.KeyFile, TrustedCAFile: files.CAFile}
+	cfg, err := info.ClientConfig()
+	if err != nil {
+		return nil, fmt.Errorf("load etcd client TLS (cert %s, key %s, CA %s): %w", files.CertFile, files.KeyFile, files.CAFile, err)
+	}
+	return cfg, nil
+}
+
+// connectParams reconnect quickly: gRPC's default backoff grows to two
+// minutes, long after a restarted or newly started member answers again.
+func (p *Pool) connectParams() grpc.DialOption {
+	return grpc.WithConnectParams(grpc.ConnectParams{
+		Backoff:           backoff.Config{BaseDelay: 100 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 2 * time.Second},
+		MinConnectTimeout: p.dialTimeout,
+	})
+}
+
+// Endpoint is a connection to one member's client URL. Its calls fail
+// fast when the member is down, instead of waiting for it until the call's
+// deadline as etcd's client does by default (WaitForReady), and they are
+// not retried behind the caller's back.
+type Endpoint struct {
+	URL  string
+	conn *grpc.ClientConn
+}
+
+// Get returns the connection to one endpoint, creating it on first use.
+// Creating it does not dial.
+func (p *Pool) Get(endpoint string) (*Endpoint, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if e, ok := p.endpoints[endpoint]; ok {
+		return e, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil || u.Host == "" {
+		return nil, fmt.Errorf("etcd endpoint %q: not a URL with a host", endpoint)
+	}
+	creds := insecure.NewCredentials()
+	if u.Scheme == "https" {
+		if p.tls == nil {
+			return nil, fmt.Errorf("etcd endpoint %s uses https but no client TLS is configured (etcd.tls.client or agent.etcdClientTLS)", endpoint)
+		}
+		creds = credentials.NewTLS(p.tls.Clone())
+	}
+	conn, err := grpc.NewClient("passthrough:///"+u.Host, grpc.WithTransportCredentials(creds), p.connectParams())
+	if err != nil {
+		return nil, fmt.Errorf("connect to etcd endpoint %s: %w", endpoint, err)
+	}
+	e := &Endpoint{URL: endpoint, conn: conn}
+	p.endpoints[endpoint] = e
+	return e, nil
+}
+
+var failFast = grpc.WaitForReady(false)
+
+// MemberList lists the members; linearizable unless serializable is set.
+func (e *Endpoint) MemberList(ctx context.Context, serializable bool) (*pb.MemberListResponse, error) {
+	return pb.NewClusterClient(e.conn).MemberList(ctx, &pb.MemberListRequest{Linearizable: !serializable}, failFast)
+}
+
+// Status asks the member about itself.
+func (e *Endpoint) Status(ctx context.Context) (*pb.StatusResponse, error) {
+	return pb.NewMaintenanceClient(e.conn).Status(ctx, &pb.StatusRequest{}, failFast)
+}
+
+// MoveLeader hands leadership to transferee; only the leader serves it.
+func (e *Endpoint) MoveLeader(ctx context.Context, transferee uint64) error {
+	_, err := pb.NewMaintenanceClient(e.conn).MoveLeader(ctx, &pb.MoveLeaderRequest{TargetID: transferee}, failFast)
+	return err
+}
+
+// NewMulti returns an etcd client balancing over several endpoints, owned
+// by the caller. The writer uses one: the lock session needs etcd's
+// client, and it should keep its lease alive while any voter answers.
+func (p *Pool) NewMulti(endpoints []string) (*clientv3.Client, error) {
+	c, err := clientv3.New(clientv3.Config{
+		Endpoints:            endpoints,
+		DialTimeout:          p.dialTimeout,
+		DialKeepAliveTime:    10 * time.Second,
+		DialKeepAliveTimeout: p.dialTimeout,
+		TLS:                  p.tls,
+		DialOptions:          []grpc.DialOption{p.connectParams()},
+		// etcdlet logs what matters itself; the client's own zap output
+		// would only repeat dial failures of endpoints known to be down.
+		Logger: zap.NewNop(),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("create etcd client for %v: %w", endpoints, err)
+	}
+	return c, nil
+}
+
+// Retain closes and forgets the connections of endpoints not in keep, so
+// the pool follows membership instead of growing with every address seen.
+func (p *Pool) Retain(keep []string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for url, e := range p.endpoints {
+		if !slices.Contains(keep, url) {
+			_ = e.conn.Close()
+			delete(p.endpoints, url)
+		}
+	}
+}
+
+// Close closes every connection.
+func (p *Pool) Close() {
+	p.Retain(nil)
+}

@@ -1,0 +1,53 @@
+package etcdclient
+
+import (
+	"context"
+	"math/rand/v2"
+	"time"
+)
+
+// Policy bounds a retried call: attempts, backoff and the timeout of each
+// attempt. A per-attempt timeout matters because etcd's client waits for a
+// ready connection by default; without one a dead endpoint eats the whole
+// budget.
+type Policy struct {
+	Attempts       int
+	InitialBackoff time.Duration
+	MaxBackoff     time.Duration
+	// Jitter is the fraction (0..1) by which each backoff is randomly
+	// shortened, so agents that failed together do not retry in lockstep.
+	Jitter         float64
+	AttemptTimeout time.Duration
+}
+
+// Result is what a retried call came to.
+type Result struct {
+	Outcome  Outcome
+	Err      error // the last error; nil when Done without error
+	Attempts int
+}
+
+// Do runs call until it is Done or Fatal, the attempts are used up, or ctx
+// ends. Each attempt gets its own context with AttemptTimeout.
+func Do(ctx context.Context, p Policy, op Op, call func(ctx context.Context) error) Result {
+	backoff := p.InitialBackoff
+	var res Result
+	for res.Attempts < max(1, p.Attempts) {
+		res.Attempts++
+		attemptCtx, cancel := context.WithTimeout(ctx, p.AttemptTimeout)
+		res.Err = call(attemptCtx)
+		cancel()
+		res.Outcome = Classify(op, res.Err)
+		if res.Outcome != Retry || res.Attempts == p.Attempts {
+			return res
+		}
+		wait := backoff - time.Duration(rand.Float64()*p.Jitter*float64(backoff))
+		select {
+		case <-ctx.Done():
+			return res
+		case <-time.After(wait):
+		}
+		backoff = min(backoff*2, p.MaxBackoff)
+	}
+	return res
+}

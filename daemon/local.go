@@ -1,0 +1,162 @@
+package daemon
+
+import (
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/etcdlet/etcdlet/daemon/datadir"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/localmember"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/state"
+)
+
+// reconcileLocal decides about the local member and carries the decision
+// out. It returns how soon the next pass should run.
+func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, view membership.View) time.Duration {
+	interval := a.cfg.Agent.ReconcileInterval
+	rt := a.runtime.Status()
+	if rt.Exits != a.seenExits {
+		a.seenExits = rt.Exits
+		a.exits++
+		// A member that keeps stopping on its own is restarted with a
+		// growing delay; removal is told apart below by the member list.
+		a.restartAfter = time.Now().Add(min(time.Second<<min(a.exits-1, 6), time.Minute))
+	}
+	if rt.MemberID != 0 && a.state.MemberID != membership.IDString(rt.MemberID) {
+		a.state.MemberID = membership.IDString(rt.MemberID)
+		a.saveState()
+	}
+	hasData, err := datadir.HasWAL(a.cfg.Etcd.DataDir)
+	if err != nil {
+		a.logOnce("local", err.Error(), slog.LevelError, "cannot inspect the data dir", "error", err)
+		return interval
+	}
+	localID := rt.MemberID
+	if localID == 0 {
+		localID = parseID(a.state.MemberID)
+	}
+	a.noteMembership(view, localID, rt.Running)
+
+	d := localmember.Decide(localmember.Inputs{
+		Cluster: a.cfg.Cluster.Name, Self: a.self, Desired: desired, InList: contains(desired, a.self),
+		Running: rt.Running, HasData: hasData, LocalID: localID,
+		KnownClusterID: parseID(a.state.ClusterID), WasMember: a.state.WasMember, View: view,
+	})
+	a.metrics.LocalDecision.Reset()
+	a.metrics.LocalDecision.WithLabelValues(string(d.Kind)).Set(1)
+	a.stale = nil
+	if d.Kind != localmember.Keep {
+		level := slog.LevelInfo
+		if d.Kind == localmember.Refuse {
+			level = slog.LevelError
+		}
+		a.logOnce("local", string(d.Kind)+d.Reason, level, "local member", "decision", string(d.Kind), "reason", d.Reason)
+	} else {
+		a.logged["local"] = ""
+	}
+
+	switch d.Kind {
+	case localmember.Restart, localmember.Bootstrap, localmember.Join:
+		if wait := time.Until(a.restartAfter); wait > 0 {
+			return wait
+		}
+		a.start(ctx, d)
+		return time.Second
+	case localmember.StopRemoved:
+		if err := a.runtime.Stop(ctx); err != nil {
+			a.log.Error("stop removed member", "error", err)
+			return interval
+		}
+		a.moveAside(localID, d.Reason)
+		return 100 * time.Millisecond
+	case localmember.MoveAside:
+		a.moveAside(localID, d.Reason)
+		return 100 * time.Millisecond
+	case localmember.DeclareStale:
+		a.stale = []uint64{d.StaleID}
+	case localmember.Wait:
+		return time.Second
+	}
+	return interval
+}
+
+func (a *Agent) start(ctx context.Context, d localmember.Decision) {
+	spec := runtime.BuildSpec(a.cfg, a.self, d.InitialCluster, d.ClusterState)
+	if err := os.MkdirAll(filepath.Dir(filepath.Clean(a.cfg.Etcd.DataDir)), 0o700); err != nil {
+		a.log.Error("create data dir parent", "error", err)
+		return
+	}
+	a.log.Info("starting local member", "decision", string(d.Kind), "member", spec.Name, "peerURL", spec.AdvertisePeerURL,
+		"initialClusterState", spec.InitialClusterState, "initialCluster", spec.InitialCluster)
+	if err := a.runtime.Start(ctx, spec); err != nil {
+		a.log.Error("start local member", "member", spec.Name, "error", err)
+		a.restartAfter = time.Now().Add(time.Second)
+		return
+	}
+	if id := a.runtime.Status().MemberID; id != 0 {
+		a.state.MemberID = membership.IDString(id)
+		a.saveState()
+	}
+}
+
+// moveAside moves the data dir aside (never deleting it) and forgets the
+// local member ID, keeping WasMember: a node that was a member never
+// bootstraps a new cluster.
+func (a *Agent) moveAside(memberID uint64, reason string) {
+	to, err := datadir.MoveAside(a.cfg.Etcd.DataDir, time.Now())
+	if err != nil {
+		a.log.Error("move data dir aside", "dataDir", a.cfg.Etcd.DataDir, "error", err)
+		return
+	}
+	if to != "" {
+		a.metrics.DataDirsMoved.Inc()
+		a.log.Warn("moved data dir aside; it is kept, not deleted", "from", a.cfg.Etcd.DataDir, "to", to, "reason", reason)
+		a.state.Tombstones = append(a.state.Tombstones, state.Tombstone{Time: time.Now().UTC(), MemberID: membership.IDString(memberID),
+			From: a.cfg.Etcd.DataDir, To: to, Reason: reason})
+	}
+	a.state.MemberID = ""
+	a.exits, a.restartAfter = 0, time.Time{}
+	a.saveState()
+}
+
+// noteMembership records that the local member is part of a cluster with
+// quorum: from then on this node never bootstraps a new cluster.
+func (a *Agent) noteMembership(view membership.View, localID uint64, running bool) {
+	if !view.Reached || localID == 0 || !running {
+		return
+	}
+	m, ok := view.Member(localID)
+	if !ok || !m.Started() {
+		return
+	}
+	a.exits = 0
+	clusterID := membership.IDString(view.ClusterID)
+	if !a.state.WasMember || a.state.ClusterID != clusterID {
+		a.state.WasMember, a.state.ClusterID = true, clusterID
+		a.saveState()
+		a.log.Info("local member is part of the cluster", "memberID", membership.IDString(localID), "clusterID", clusterID, "learner", m.IsLearner)
+	}
+}
+
+func contains(desired []identity.Member, self identity.Member) bool {
+	for _, d := range desired {
+		if d.IP == self.IP {
+			return true
+		}
+	}
+	return false
+}
+
+func parseID(hex string) uint64 {
+	id, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		return 0
+	}
+	return id
+}

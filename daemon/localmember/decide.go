@@ -1,0 +1,187 @@
+// Package localmember decides what happens to this node's own etcd member:
+// keep it, restart it on its data, bootstrap a new cluster, join as the
+// learner the writer added, move stale data aside, or wait. Decide is a
+// pure function with table tests; the agent carries the decision out.
+package localmember
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+)
+
+// Kind is what to do with the local member.
+type Kind string
+
+// Decisions.
+const (
+	Keep         Kind = "keep"          // running and still a member
+	Idle         Kind = "idle"          // not listed, nothing to run
+	Restart      Kind = "restart"       // start on the existing data dir
+	Bootstrap    Kind = "bootstrap"     // form a new cluster with the listed nodes
+	Join         Kind = "join"          // start as the member the writer added
+	Wait         Kind = "wait"          // nothing safe to do yet
+	StopRemoved  Kind = "stop-removed"  // running but removed: stop, move data aside
+	MoveAside    Kind = "move-aside"    // data belongs to a removed member
+	DeclareStale Kind = "declare-stale" // our identity is a started member but our data is gone
+	Refuse       Kind = "refuse"        // unsafe to act; an operator must look
+)
+
+// Inputs is everything Decide looks at.
+type Inputs struct {
+	// Cluster is cluster.name, the member name prefix.
+	Cluster string
+	Self    identity.Member
+	Desired []identity.Member
+	InList  bool
+	Running bool
+	HasData bool
+	// LocalID is the local member's ID as last known (runtime or state).
+	LocalID uint64
+	// KnownClusterID is the cluster this node was a member of, if any.
+	KnownClusterID uint64
+	WasMember      bool
+	View           membership.View
+}
+
+// Decision says what to do and why.
+type Decision struct {
+	Kind   Kind
+	Reason string
+	// InitialCluster and ClusterState for Restart, Bootstrap and Join.
+	InitialCluster string
+	ClusterState   string
+	// StaleID is the member to remove for DeclareStale.
+	StaleID uint64
+}
+
+// Decide encodes the local safety rules: never bootstrap while an
+// established cluster exists or after having been a member; join only as
+// the member the writer added for this node's peer URL; never start on
+// data of a member the cluster no longer has (move it aside instead);
+// never drop data of another cluster silently.
+func Decide(in Inputs) Decision {
+	v := in.View
+	if in.Running {
+		if v.Reached && in.LocalID != 0 && !hasMember(v, in.LocalID) {
+			return Decision{Kind: StopRemoved, Reason: fmt.Sprintf("member %s is no longer in the cluster (removed)", membership.IDString(in.LocalID))}
+		}
+		return Decision{Kind: Keep}
+	}
+	if in.HasData {
+		return decideWithData(in)
+	}
+	if !in.InList {
+		return Decision{Kind: Idle, Reason: "this node's address is not in the member list"}
+	}
+	switch {
+	case v.Reached:
+		return decideJoin(in)
+	case v.Established:
+		return Decision{Kind: Wait, Reason: "an established cluster answers but has no quorum; never bootstrapping beside it"}
+	case in.WasMember:
+		return Decision{Kind: Refuse, Reason: "no listed peer answers, and this node was a member before: it never bootstraps a new cluster; restore a member's quorum or its data"}
+	default:
+		return Decision{Kind: Bootstrap, Reason: "no listed peer answers and this node was never a member: the listed nodes form a new cluster",
+			InitialCluster: identity.InitialCluster(in.Desired), ClusterState: runtime.StateNew}
+	}
+}
+
+func decideWithData(in Inputs) Decision {
+	v := in.View
+	restart := Decision{Kind: Restart, Reason: "restart on the existing data dir",
+		InitialCluster: identity.InitialCluster(withSelf(in.Desired, in.Self)), ClusterState: runtime.StateExisting}
+	if !v.Reached {
+		// Restarting is how a cluster that lost quorum gets it back.
+		return restart
+	}
+	if in.KnownClusterID != 0 && v.ClusterID != in.KnownClusterID {
+		return Decision{Kind: Refuse, Reason: fmt.Sprintf("the local data belongs to cluster %s but the listed peers form cluster %s; not starting and not moving anything: move the data dir aside by hand to join %s",
+			membership.IDString(in.KnownClusterID), membership.IDString(v.ClusterID), membership.IDString(v.ClusterID))}
+	}
+	if in.LocalID != 0 {
+		if hasMember(v, in.LocalID) {
+			return restart
+		}
+		return Decision{Kind: MoveAside, Reason: fmt.Sprintf("member %s was removed from the cluster while this node was down; its data is stale", membership.IDString(in.LocalID))}
+	}
+	// The member ID is unknown (state lost). If the cluster has a member
+	// with this peer URL, start and let the ID check of the next pass
+	// decide; if it has none, the data cannot be current.
+	if _, ok := memberWithPeerURL(v, in.Self.PeerURL); ok {
+		return restart
+	}
+	return Decision{Kind: MoveAside, Reason: "the cluster has no member with this node's peer URL; the local data is stale"}
+}
+
+func decideJoin(in Inputs) Decision {
+	m, ok := memberWithPeerURL(in.View, in.Self.PeerURL)
+	switch {
+	case !ok:
+		return Decision{Kind: Wait, Reason: "not a member yet; waiting to be added as a learner"}
+	case m.Name != "" && m.Name != in.Self.Name:
+		return Decision{Kind: Wait, Reason: fmt.Sprintf("member %q holds this node's peer URL %s; resolve by hand", m.Name, in.Self.PeerURL)}
+	case m.Started():
+		return Decision{Kind: DeclareStale, StaleID: m.ID,
+			Reason: fmt.Sprintf("the cluster has started member %s for this node but its data is gone; it must be removed and the node rejoin", membership.IDString(m.ID))}
+	default:
+		return Decision{Kind: Join, Reason: fmt.Sprintf("member %s was added for this node; joining", membership.IDString(m.ID)),
+			InitialCluster: joinCluster(in), ClusterState: runtime.StateExisting}
+	}
+}
+
+// joinCluster lists every current member for --initial-cluster, which etcd
+// checks against the cluster when joining: names of members that have not
+// published theirs are derived from their peer URL's IP (this node's own
+// name for itself), or fall back to the member ID.
+func joinCluster(in Inputs) string {
+	var entries []identity.Member
+	for _, m := range in.View.Members {
+		name := m.Name
+		if name == "" {
+			name = membership.IDString(m.ID)
+			if slices.Contains(m.PeerURLs, in.Self.PeerURL) {
+				name = in.Self.Name
+			} else if ip, ok := identity.IPFromURL(firstOr(m.PeerURLs)); ok {
+				name = identity.MemberName(in.Cluster, ip)
+			}
+		}
+		for _, u := range m.PeerURLs {
+			entries = append(entries, identity.Member{Name: name, PeerURL: u})
+		}
+	}
+	return identity.InitialCluster(entries)
+}
+
+func withSelf(desired []identity.Member, self identity.Member) []identity.Member {
+	for _, d := range desired {
+		if d.PeerURL == self.PeerURL {
+			return desired
+		}
+	}
+	return append(slices.Clone(desired), self)
+}
+
+func hasMember(v membership.View, id uint64) bool {
+	_, ok := v.Member(id)
+	return ok
+}
+
+func memberWithPeerURL(v membership.View, peerURL string) (membership.Member, bool) {
+	for _, m := range v.Members {
+		if slices.Contains(m.PeerURLs, peerURL) {
+			return m, true
+		}
+	}
+	return membership.Member{}, false
+}
+
+func firstOr(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}

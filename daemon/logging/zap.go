@@ -1,0 +1,80 @@
+package logging
+
+import (
+	"context"
+	"log/slog"
+	"maps"
+	"slices"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+)
+
+// ZapLogger returns a zap logger that writes into an slog logger. etcd's
+// embedded server logs through zap; routing it here keeps the agent's
+// single format and adds the given attributes (component=etcd).
+func ZapLogger(log *slog.Logger, level string) *zap.Logger {
+	return zap.New(&slogCore{log: log, level: zapLevel(ParseLevel(level))})
+}
+
+type slogCore struct {
+	log    *slog.Logger
+	level  zapcore.Level
+	fields []zapcore.Field
+}
+
+func (c *slogCore) Enabled(l zapcore.Level) bool { return l >= c.level }
+
+func (c *slogCore) With(fields []zapcore.Field) zapcore.Core {
+	return &slogCore{log: c.log, level: c.level, fields: append(append([]zapcore.Field{}, c.fields...), fields...)}
+}
+
+func (c *slogCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if c.Enabled(e.Level) {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+
+func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
+	enc := zapcore.NewMapObjectEncoder()
+	for _, f := range c.fields {
+		f.AddTo(enc)
+	}
+	for _, f := range fields {
+		f.AddTo(enc)
+	}
+	r := slog.NewRecord(e.Time, slogLevel(e.Level), e.Message, 0)
+	for _, k := range slices.Sorted(maps.Keys(enc.Fields)) {
+		r.AddAttrs(slog.Any(k, enc.Fields[k]))
+	}
+	return c.log.Handler().Handle(context.Background(), r)
+}
+
+func (c *slogCore) Sync() error { return nil }
+
+func slogLevel(l zapcore.Level) slog.Level {
+	switch {
+	case l <= zapcore.DebugLevel:
+		return slog.LevelDebug
+	case l == zapcore.InfoLevel:
+		return slog.LevelInfo
+	case l == zapcore.WarnLevel:
+		return slog.LevelWarn
+	default:
+		return slog.LevelError
+	}
+}
+
+func zapLevel(l slog.Level) zapcore.Level {
+	switch {
+	case l <= slog.LevelDebug:
+		return zapcore.DebugLevel
+	case l <= slog.LevelInfo:
+		return zapcore.InfoLevel
+	case l <= slog.LevelWarn:
+		return zapcore.WarnLevel
+	default:
+		return zapcore.ErrorLevel
+	}
+}

@@ -1,0 +1,374 @@
+package membership
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+
+	"github.com/etcdlet/etcdlet/daemon/identity"
+)
+
+// Matching pairs the desired list with the observed members. Members are
+// matched by name and peer URL, never by position.
+type Matching struct {
+	Matched   []Pair
+	Missing   []identity.Member
+	Extra     []Member
+	Conflicts []Conflict
+}
+
+// Pair is a desired member and the etcd member that is it.
+type Pair struct {
+	Desired identity.Member
+	Member  Member
+}
+
+// Conflict is a desired identity that an etcd member half-matches: it
+// holds the desired peer URL under another name, or the desired name with
+// other peer URLs. etcdlet never guesses which side is right.
+type Conflict struct {
+	Desired identity.Member
+	Member  Member
+	Reason  string
+}
+
+// Match classifies every desired identity and every observed member.
+func Match(desired []identity.Member, members []Member) Matching {
+	byPeerURL := map[string]int{}
+	byName := map[string]int{}
+	for i, d := range desired {
+		byPeerURL[d.PeerURL] = i
+		byName[d.Name] = i
+	}
+	var m Matching
+	claimed := make([]bool, len(desired))
+	for _, member := range members {
+		i, urlMatch := -1, false
+		for _, u := range member.PeerURLs {
+			if j, ok := byPeerURL[u]; ok {
+				i, urlMatch = j, true
+				break
+			}
+		}
+		switch {
+		case urlMatch && (member.Name == "" || member.Name == desired[i].Name):
+			m.Matched = append(m.Matched, Pair{Desired: desired[i], Member: member})
+		case urlMatch:
+			m.Conflicts = append(m.Conflicts, Conflict{Desired: desired[i], Member: member,
+				Reason: fmt.Sprintf("member %q holds peer URL %s, which belongs to %s", member.Name, desired[i].PeerURL, desired[i].Name)})
+		default:
+			j, nameMatch := byName[member.Name]
+			if !nameMatch {
+				m.Extra = append(m.Extra, member)
+				continue
+			}
+			i = j
+			m.Conflicts = append(m.Conflicts, Conflict{Desired: desired[i], Member: member,
+				Reason: fmt.Sprintf("member %s has peer URLs %v, want %s", member.Name, member.PeerURLs, desired[i].PeerURL)})
+		}
+		claimed[i] = true
+	}
+	for i, d := range desired {
+		if !claimed[i] {
+			m.Missing = append(m.Missing, d)
+		}
+	}
+	return m
+}
+
+// ActionKind names a membership change.
+type ActionKind string
+
+// The membership changes etcdlet makes.
+const (
+	ActionAddLearner ActionKind = "add-learner"
+	ActionPromote    ActionKind = "promote"
+	ActionRemove     ActionKind = "remove"
+	ActionMoveLeader ActionKind = "move-leader"
+)
+
+// Action is one membership change.
+type Action struct {
+	Kind ActionKind
+	// Name and PeerURL identify the member the action is about.
+	Name    string
+	PeerURL string
+	// MemberID is set for promote, remove and move-leader (the current leader).
+	MemberID uint64
+	// TransfereeID is the new leader for move-leader.
+	TransfereeID uint64
+	// Reason says why, in words for logs and status.
+	Reason string
+}
+
+func (a Action) String() string {
+	switch a.Kind {
+	case ActionAddLearner:
+		return fmt.Sprintf("add %s (%s) as learner: %s", a.Name, a.PeerURL, a.Reason)
+	case ActionMoveLeader:
+		return fmt.Sprintf("move leadership from %s to member %s: %s", a.Name, IDString(a.TransfereeID), a.Reason)
+	default:
+		return fmt.Sprintf("%s %s [%s]: %s", a.Kind, a.Name, IDString(a.MemberID), a.Reason)
+	}
+}
+
+// WaitReason classifies why a needed change is not made now.
+type WaitReason string
+
+// Why a change waits. Each is a refusal the planner makes for safety.
+const (
+	WaitEmptyList       WaitReason = "EmptyList"       // an empty list never removes members
+	WaitNoQuorum        WaitReason = "NoQuorum"        // the cluster cannot commit any change
+	WaitWouldLoseQuorum WaitReason = "WouldLoseQuorum" // removal would leave too few healthy voters
+	WaitLastVoter       WaitReason = "LastVoter"       // the last voter is never removed
+	WaitLearnerPending  WaitReason = "LearnerPending"  // etcd allows one learner at a time
+	WaitUnhealthyVoter  WaitReason = "UnhealthyVoter"  // etcd refuses adds until every voter is connected
+	WaitJoinPending     WaitReason = "JoinPending"     // a replacement votes before the old member leaves
+	WaitNoTransferee    WaitReason = "NoTransferee"    // no healthy voter can take leadership
+	WaitConflict        WaitReason = "Conflict"        // identity half-matches; needs an operator
+)
+
+// Wait is a change that is needed but refused for now, and why.
+type Wait struct {
+	Kind   ActionKind
+	Name   string
+	Reason WaitReason
+	Detail string
+}
+
+func (w Wait) String() string {
+	if w.Name == "" {
+		return fmt.Sprintf("%s: %s", w.Reason, w.Detail)
+	}
+	return fmt.Sprintf("%s %s waits (%s): %s", w.Kind, w.Name, w.Reason, w.Detail)
+}
+
+// Plan is what the agent does next: at most one change (one change in
+// flight at a time; the next pass re-observes), and everything else that
+// is needed but waits.
+type Plan struct {
+	Next    *Action
+	Waiting []Wait
+}
+
+// Converged is true when nothing is to be done or waits.
+func (p Plan) Converged() bool { return p.Next == nil && len(p.Waiting) == 0 }
+
+// MakePlan decides the next membership change. Its order encodes the
+// safety rules of ARCHITECTURE.md:
+//
+//  1. an empty list, or a cluster without quorum, changes nothing;
+//  2. learners that are not listed go first (they do not vote, so their
+//     removal is always safe and frees etcd's single learner slot);
+//  3. dead members that are not listed (or stale incarnations of this
+//     node) go next, when the healthy voters keep quorum: etcd refuses to
+//     add anyone while a voter is disconnected, so they block every join;
+//  4. a listed learner is promoted (etcd says when it is in sync);
+//  5. a missing member is added as a learner, one at a time, only when
+//     every voter is healthy;
+//  6. a healthy member that is not listed is removed only when no listed
+//     member is still joining (replacements vote before the old one
+//     leaves), when quorum of healthy voters holds afterwards, and after
+//     the leader has handed leadership over.
+func MakePlan(desired []identity.Member, obs Observation) Plan {
+	var p Plan
+	if len(desired) == 0 {
+		p.wait("", "", WaitEmptyList, "the member list is empty; an empty list never removes members")
+		return p
+	}
+	voters, healthy := obs.Voters()
+	if voters > 0 && healthy < Quorum(voters) {
+		p.wait("", "", WaitNoQuorum, fmt.Sprintf("%d of %d voters are healthy, quorum is %d; no membership change can commit", healthy, voters, Quorum(voters)))
+		return p
+	}
+	m := Match(desired, obs.Members)
+	for _, c := range m.Conflicts {
+		p.wait(ActionAddLearner, c.Desired.Name, WaitConflict, c.Reason+"; resolve by hand (etcdctl member remove/update)")
+	}
+
+	// A stale incarnation of this node is desired by IP but must go.
+	extra := slices.Clone(m.Extra)
+	var learners []Member
+	for _, pair := range m.Matched {
+		switch {
+		case obs.isStale(pair.Member.ID):
+			extra = append(extra, pair.Member)
+		case pair.Member.IsLearner:
+			learners = append(learners, pair.Member)
+		}
+	}
+	slices.SortFunc(extra, func(a, b Member) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
+
+	// 2. Extra learners.
+	for _, e := range extra {
+		if e.IsLearner {
+			return p.next(Action{Kind: ActionRemove, Name: e.Name, PeerURL: first(e.PeerURLs), MemberID: e.ID, Reason: "learner is not in the member list"})
+		}
+	}
+	// 3. Dead or stale voters that are not listed.
+	for _, e := range extra {
+		if e.Healthy() && !obs.isStale(e.ID) {
+			continue
+		}
+		// Always safe here: the cluster has quorum (checked above), removing
+		// an unhealthy voter leaves the healthy count unchanged, and
+		// Quorum(voters-1) <= Quorum(voters).
+		reason := "unhealthy member is not in the member list"
+		if obs.isStale(e.ID) {
+			reason = "member is this node's earlier incarnation and its data is gone; it rejoins as a learner"
+		}
+		return p.removeOrMoveLeader(e, reason, obs, m)
+	}
+	// 4. Listed learners are promoted.
+	if len(learners) > 0 {
+		l := learners[0]
+		return p.next(Action{Kind: ActionPromote, Name: nameOr(l, pairDesired(m, l.ID).Name), PeerURL: first(l.PeerURLs), MemberID: l.ID, Reason: "listed learner joins the voters once in sync"})
+	}
+	// 5. Missing members are added as learners.
+	if len(m.Missing) > 0 {
+		if learner, ok := anyLearner(obs.Members); ok {
+			for _, d := range m.Missing {
+				p.wait(ActionAddLearner, d.Name, WaitLearnerPending, fmt.Sprintf("learner %s must be promoted or removed first; etcd allows one learner at a time", learner))
+			}
+		} else if sick := unhealthyVoters(obs); len(sick) > 0 {
+			for _, d := range m.Missing {
+				p.wait(ActionAddLearner, d.Name, WaitUnhealthyVoter, fmt.Sprintf("voter %s is unhealthy; etcd refuses membership changes until every voter is connected", sick[0]))
+			}
+		} else {
+			d := m.Missing[0]
+			p = p.next(Action{Kind: ActionAddLearner, Name: d.Name, PeerURL: d.PeerURL, Reason: "listed address is not a member"})
+			for _, d := range m.Missing[1:] {
+				p.wait(ActionAddLearner, d.Name, WaitLearnerPending, "joins after "+m.Missing[0].Name+"; etcd allows one learner at a time")
+			}
+			p.waitForJoins(extra, m.Missing[0].Name)
+			return p
+		}
+	}
+	// 6. Healthy voters that are not listed.
+	if joining := joiningName(m, learners); joining != "" {
+		p.waitForJoins(extra, joining)
+		return p
+	}
+	for _, e := range extra {
+		if healthy-1 < Quorum(voters-1) || voters == 1 {
+			p.waitRemove(e, voters, healthy)
+			continue
+		}
+		return p.removeOrMoveLeader(e, "member is not in the member list", obs, m)
+	}
+	return p
+}
+
+// removeOrMoveLeader removes e, or first moves leadership away from it:
+// removing the leader would cost an election with the cluster briefly
+// unable to write.
+func (p Plan) removeOrMoveLeader(e Member, reason string, obs Observation, m Matching) Plan {
+	if e.ID != obs.LeaderID || obs.LeaderID == 0 {
+		return p.next(Action{Kind: ActionRemove, Name: e.Name, PeerURL: first(e.PeerURLs), MemberID: e.ID, Reason: reason})
+	}
+	transferee, ok := pickTransferee(obs, m, e.ID)
+	if !ok {
+		p.wait(ActionRemove, e.Name, WaitNoTransferee, "member is the leader and no healthy listed voter can take over")
+		return p
+	}
+	return p.next(Action{Kind: ActionMoveLeader, Name: e.Name, PeerURL: first(e.PeerURLs), MemberID: e.ID, TransfereeID: transferee,
+		Reason: "the leader hands leadership over before it is removed"})
+}
+
+// pickTransferee prefers the healthy listed voter that is furthest along.
+func pickTransferee(obs Observation, m Matching, leaving uint64) (uint64, bool) {
+	var best *Member
+	for i := range m.Matched {
+		c := &m.Matched[i].Member
+		if c.ID == leaving || c.IsLearner || !c.Healthy() || obs.isStale(c.ID) {
+			continue
+		}
+		if best == nil || c.Health.RaftAppliedIndex > best.Health.RaftAppliedIndex ||
+			(c.Health.RaftAppliedIndex == best.Health.RaftAppliedIndex && c.ID < best.ID) {
+			best = c
+		}
+	}
+	if best == nil {
+		return 0, false
+	}
+	return best.ID, true
+}
+
+func (p *Plan) waitRemove(e Member, voters, healthy int) {
+	if voters == 1 {
+		p.wait(ActionRemove, e.Name, WaitLastVoter, "it is the last voter; the cluster would cease to exist")
+		return
+	}
+	p.wait(ActionRemove, e.Name, WaitWouldLoseQuorum, fmt.Sprintf("%d of %d voters are healthy; removing it would leave %d healthy of %d, below quorum %d",
+		healthy, voters, healthy-1, voters-1, Quorum(voters-1)))
+}
+
+func (p *Plan) waitForJoins(extra []Member, joining string) {
+	for _, e := range extra {
+		if e.Healthy() {
+			p.wait(ActionRemove, e.Name, WaitJoinPending, joining+" must vote first; a replacement joins before the old member leaves")
+		}
+	}
+}
+
+func (p *Plan) wait(kind ActionKind, name string, reason WaitReason, detail string) {
+	p.Waiting = append(p.Waiting, Wait{Kind: kind, Name: name, Reason: reason, Detail: detail})
+}
+
+func (p Plan) next(a Action) Plan {
+	p.Next = &a
+	return p
+}
+
+// joiningName names a listed member that is not yet a voter, if any.
+func joiningName(m Matching, learners []Member) string {
+	if len(learners) > 0 {
+		return nameOr(learners[0], pairDesired(m, learners[0].ID).Name)
+	}
+	if len(m.Missing) > 0 {
+		return m.Missing[0].Name
+	}
+	return ""
+}
+
+func anyLearner(members []Member) (Member, bool) {
+	for _, m := range members {
+		if m.IsLearner {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
+func unhealthyVoters(obs Observation) []Member {
+	var sick []Member
+	for _, m := range obs.Members {
+		if !m.IsLearner && (!m.Healthy() || obs.isStale(m.ID)) {
+			sick = append(sick, m)
+		}
+	}
+	return sick
+}
+
+func pairDesired(m Matching, id uint64) identity.Member {
+	for _, p := range m.Matched {
+		if p.Member.ID == id {
+			return p.Desired
+		}
+	}
+	return identity.Member{}
+}
+
+func nameOr(m Member, fallback string) string {
+	if m.Name != "" {
+		return m.Name
+	}
+	return fallback
+}
+
+func first(s []string) string {
+	if len(s) == 0 {
+		return ""
+	}
+	return s[0]
+}

@@ -1,0 +1,69 @@
+// Package metrics defines etcdlet's Prometheus metrics on a registry of
+// its own (served on agent.listen at /metrics), so that library defaults
+// do not leak in beside them.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+)
+
+// Metrics are the agent's collectors.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	ReconcilePasses   prometheus.Counter
+	ReconcileDuration prometheus.Histogram
+	MembershipChanges *prometheus.CounterVec
+	WriterLockBusy    prometheus.Counter
+	ListReloads       *prometheus.CounterVec
+	DesiredMembers    prometheus.Gauge
+	Members           *prometheus.GaugeVec
+	HealthyVoters     prometheus.Gauge
+	ClusterReachable  prometheus.Gauge
+	PlanWaiting       *prometheus.GaugeVec
+	LocalDecision     *prometheus.GaugeVec
+	DataDirsMoved     prometheus.Counter
+}
+
+// New registers every collector, plus Go runtime and process collectors.
+func New() *Metrics {
+	r := prometheus.NewRegistry()
+	m := &Metrics{
+		Registry: r,
+		ReconcilePasses: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdlet_reconcile_passes_total", Help: "Reconcile passes run."}),
+		ReconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "etcdlet_reconcile_duration_seconds", Help: "Duration of reconcile passes.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}),
+		MembershipChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdlet_membership_changes_total", Help: "Membership calls issued by this agent, by action and outcome (done, retry, fatal)."},
+			[]string{"action", "outcome"}),
+		WriterLockBusy: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdlet_writer_lock_busy_total", Help: "Passes that wanted to change membership while another agent held the writer lock."}),
+		ListReloads: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdlet_member_list_reloads_total", Help: "Reads of a changed member list, by result (accepted, rejected)."},
+			[]string{"result"}),
+		DesiredMembers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdlet_desired_members", Help: "Entries of the member list in force."}),
+		Members: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdlet_members", Help: "Cluster members by role (voter, learner), as last observed."},
+			[]string{"role"}),
+		HealthyVoters: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdlet_healthy_voters", Help: "Voters that answered Status healthy in the last pass."}),
+		ClusterReachable: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdlet_cluster_reachable", Help: "1 when a linearizable member list was read in the last pass."}),
+		PlanWaiting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdlet_plan_waiting", Help: "Needed membership changes refused for now, by reason."},
+			[]string{"reason"}),
+		LocalDecision: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "etcdlet_local_member_decision", Help: "1 for the current decision about the local member (keep, join, wait, ...)."},
+			[]string{"decision"}),
+		DataDirsMoved: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdlet_data_dirs_moved_aside_total", Help: "Data dirs moved aside (never deleted)."}),
+	}
+	r.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.MembershipChanges, m.WriterLockBusy, m.ListReloads,
+		m.DesiredMembers, m.Members, m.HealthyVoters, m.ClusterReachable, m.PlanWaiting, m.LocalDecision, m.DataDirsMoved,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}

@@ -1,0 +1,196 @@
+// Package embedded runs the local etcd member inside the etcdlet process
+// with go.etcd.io/etcd/server/v3/embed (etcd.runtime: embedded).
+package embedded
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"sync"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/logging"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+)
+
+// Runtime runs one embedded etcd server at a time.
+type Runtime struct {
+	log     *slog.Logger
+	changed chan struct{}
+
+	mu       sync.Mutex
+	current  *instance
+	status   runtime.Status
+	stopping bool
+}
+
+// instance is one started server. embed.Etcd.Close must run exactly once
+// (it closes channels), whether the agent stops the server or the server
+// stopped on its own.
+type instance struct {
+	etcd      *embed.Etcd
+	closeOnce sync.Once
+}
+
+func (i *instance) close() { i.closeOnce.Do(i.etcd.Close) }
+
+// New returns an embedded runtime that logs etcd's own messages through
+// log (with component=etcd).
+func New(log *slog.Logger) *Runtime {
+	return &Runtime{log: log.With("component", "etcd"), changed: make(chan struct{}, 1)}
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// Start starts the embedded server and returns once its listeners are up;
+// it does not wait for the member to be ready (a joining learner or a
+// bootstrapping member waits for peers, which is the agent's concern).
+func (r *Runtime) Start(_ context.Context, spec runtime.Spec) error {
+	r.mu.Lock()
+	if r.status.Running {
+		r.mu.Unlock()
+		return fmt.Errorf("start embedded etcd %s: already running", spec.Name)
+	}
+	r.mu.Unlock()
+
+	cfg, err := Config(spec, r.log)
+	if err != nil {
+		return err
+	}
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return fmt.Errorf("start embedded etcd %s: %w", spec.Name, err)
+	}
+	inst := &instance{etcd: e}
+	r.mu.Lock()
+	r.current, r.stopping = inst, false
+	r.status = runtime.Status{Running: true, MemberID: uint64(e.Server.MemberID()), Exits: r.status.Exits}
+	r.mu.Unlock()
+	go r.watch(inst)
+	return nil
+}
+
+// watch notices a server that stops on its own: etcd stops the server of
+// a member that was removed from the cluster, and on fatal errors.
+func (r *Runtime) watch(inst *instance) {
+	var err error
+	select {
+	case <-inst.etcd.Server.StopNotify():
+		err = errors.New("etcd server stopped")
+	case e, ok := <-inst.etcd.Err():
+		if ok {
+			err = e
+		} else {
+			err = errors.New("etcd server stopped")
+		}
+	}
+	r.mu.Lock()
+	ownStop := r.stopping || r.current != inst
+	r.mu.Unlock()
+	if ownStop {
+		return
+	}
+	// Release listeners and files before the agent looks at the data dir.
+	inst.close()
+	r.mu.Lock()
+	if r.current == inst {
+		r.status.Running, r.status.Exited, r.status.ExitErr = false, true, err
+		r.status.Exits++
+		r.current = nil
+	}
+	r.mu.Unlock()
+	r.log.Warn("embedded etcd stopped on its own", "error", err)
+	r.notify()
+}
+
+// Stop closes the server; it returns when listeners and files are released.
+func (r *Runtime) Stop(context.Context) error {
+	r.mu.Lock()
+	inst := r.current
+	r.stopping = true
+	r.mu.Unlock()
+	if inst == nil {
+		return nil
+	}
+	inst.close()
+	r.mu.Lock()
+	if r.current == inst {
+		r.current = nil
+		r.status = runtime.Status{MemberID: r.status.MemberID, Exits: r.status.Exits}
+	}
+	r.mu.Unlock()
+	return nil
+}
+
+// Status reports whether the server runs or exited on its own.
+func (r *Runtime) Status() runtime.Status {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.status
+}
+
+// Changed signals exits.
+func (r *Runtime) Changed() <-chan struct{} { return r.changed }
+
+func (r *Runtime) notify() {
+	select {
+	case r.changed <- struct{}{}:
+	default:
+	}
+}
+
+// Config builds the embed configuration for a spec.
+func Config(spec runtime.Spec, log *slog.Logger) (*embed.Config, error) {
+	cfg := embed.NewConfig()
+	cfg.Name = spec.Name
+	cfg.Dir = spec.DataDir
+	var err error
+	parse := func(what string, raws ...string) []url.URL {
+		urls := make([]url.URL, 0, len(raws))
+		for _, raw := range raws {
+			u, perr := url.Parse(raw)
+			if perr != nil && err == nil {
+				err = fmt.Errorf("parse %s %q: %w", what, raw, perr)
+			}
+			if perr == nil {
+				urls = append(urls, *u)
+			}
+		}
+		return urls
+	}
+	cfg.ListenPeerUrls = parse("listen peer URL", spec.ListenPeerURLs...)
+	cfg.AdvertisePeerUrls = parse("advertise peer URL", spec.AdvertisePeerURL)
+	cfg.ListenClientUrls = parse("listen client URL", spec.ListenClientURLs...)
+	cfg.AdvertiseClientUrls = parse("advertise client URL", spec.AdvertiseClientURL)
+	cfg.ListenMetricsUrls = parse("metrics URL", spec.ListenMetricsURL)
+	if err != nil {
+		return nil, err
+	}
+	cfg.InitialCluster = spec.InitialCluster
+	cfg.ClusterState = spec.InitialClusterState
+	cfg.InitialClusterToken = spec.Token
+	cfg.ClientTLSInfo = tlsInfo(spec.ClientTLS)
+	cfg.PeerTLSInfo = tlsInfo(spec.PeerTLS)
+	if err := ApplyExtraArgs(cfg, spec.ExtraArgs); err != nil {
+		return nil, err
+	}
+	cfg.LogLevel = spec.LogLevel
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logging.ZapLogger(log, spec.LogLevel))
+	return cfg, nil
+}
+
+// tlsInfo maps TLS files to etcd's server TLS settings: a CA switches on
+// client certificate authentication, as kubeadm configures etcd.
+func tlsInfo(f config.TLSFiles) transport.TLSInfo {
+	return transport.TLSInfo{
+		CertFile:       f.CertFile,
+		KeyFile:        f.KeyFile,
+		TrustedCAFile:  f.CAFile,
+		ClientCertAuth: f.CAFile != "",
+	}
+}

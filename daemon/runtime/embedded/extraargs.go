@@ -1,0 +1,125 @@
+package embedded
+
+import (
+	"fmt"
+	"maps"
+	"reflect"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/etcdlet/etcdlet/config"
+)
+
+// extraArgFields maps etcd flag names to embed.Config fields. etcd's
+// config file keys are its flag names, and embed.Config carries them as
+// json tags, so the flags an embedded server understands are exactly the
+// tagged fields of a type etcdlet can set from a string.
+var extraArgFields = func() map[string]int {
+	fields := map[string]int{}
+	t := reflect.TypeOf(embed.Config{})
+	for i := range t.NumField() {
+		f := t.Field(i)
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" || !settable(f.Type) {
+			continue
+		}
+		fields[name] = i
+	}
+	return fields
+}()
+
+var durationType = reflect.TypeOf(time.Duration(0))
+
+func settable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.String, reflect.Bool, reflect.Int, reflect.Int64, reflect.Int32,
+		reflect.Uint, reflect.Uint64, reflect.Uint32, reflect.Float64:
+		return true
+	case reflect.Slice:
+		return t.Elem().Kind() == reflect.String
+	}
+	return false
+}
+
+// ApplyExtraArgs sets etcd.extraArgs on an embed configuration.
+func ApplyExtraArgs(cfg *embed.Config, args map[string]string) error {
+	if errs := ValidateExtraArgs(args); len(errs) > 0 {
+		return errs
+	}
+	v := reflect.ValueOf(cfg).Elem()
+	for _, name := range slices.Sorted(maps.Keys(args)) {
+		if err := set(v.Field(extraArgFields[name]), args[name]); err != nil {
+			return fmt.Errorf("etcd.extraArgs.%s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// ValidateExtraArgs checks that every extra argument is a flag the
+// embedded server understands, with a value of the right type. (Flags
+// etcdlet owns are rejected earlier, by config validation.)
+func ValidateExtraArgs(args map[string]string) config.Errors {
+	var errs config.Errors
+	probe := reflect.ValueOf(embed.NewConfig()).Elem()
+	for _, name := range slices.Sorted(maps.Keys(args)) {
+		path := "etcd.extraArgs." + name
+		if _, owned := config.OwnedEtcdFlag(name); owned {
+			continue
+		}
+		i, ok := extraArgFields[name]
+		if !ok {
+			errs = append(errs, config.FieldError{Path: path, Value: args[name], Rule: "not a flag the embedded etcd server understands"})
+			continue
+		}
+		if err := set(probe.Field(i), args[name]); err != nil {
+			errs = append(errs, config.FieldError{Path: path, Value: args[name], Rule: err.Error()})
+		}
+	}
+	return errs
+}
+
+func set(field reflect.Value, raw string) error {
+	switch {
+	case field.Type() == durationType:
+		d, err := time.ParseDuration(raw)
+		if err != nil {
+			return fmt.Errorf("must be a duration such as 5s")
+		}
+		field.SetInt(int64(d))
+	case field.Kind() == reflect.String:
+		field.SetString(raw)
+	case field.Kind() == reflect.Bool:
+		b, err := strconv.ParseBool(raw)
+		if err != nil {
+			return fmt.Errorf("must be true or false")
+		}
+		field.SetBool(b)
+	case field.CanInt():
+		n, err := strconv.ParseInt(raw, 10, field.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("must be a whole number")
+		}
+		field.SetInt(n)
+	case field.CanUint():
+		n, err := strconv.ParseUint(raw, 10, field.Type().Bits())
+		if err != nil {
+			return fmt.Errorf("must be a non-negative whole number")
+		}
+		field.SetUint(n)
+	case field.CanFloat():
+		f, err := strconv.ParseFloat(raw, 64)
+		if err != nil {
+			return fmt.Errorf("must be a number")
+		}
+		field.SetFloat(f)
+	case field.Kind() == reflect.Slice:
+		field.Set(reflect.ValueOf(strings.Split(raw, ",")))
+	default:
+		return fmt.Errorf("cannot be set from a string")
+	}
+	return nil
+}

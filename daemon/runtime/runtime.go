@@ -1,0 +1,108 @@
+// Package runtime is the seam between etcdlet's membership engine and the
+// thing that actually runs the local etcd member: in-process (embedded) or
+// as a kubelet static pod. The engine decides *what* the member runs with
+// (a Spec); a Runtime makes it so.
+package runtime
+
+import (
+	"context"
+	"net/netip"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+)
+
+// Cluster states for Spec.InitialClusterState, as etcd names them.
+const (
+	StateNew      = "new"
+	StateExisting = "existing"
+)
+
+// Spec is everything the local member runs with.
+type Spec struct {
+	Name    string
+	DataDir string
+	// AdvertisePeerURL and AdvertiseClientURL are the member's own URLs.
+	AdvertisePeerURL   string
+	AdvertiseClientURL string
+	ListenPeerURLs     []string
+	ListenClientURLs   []string
+	ListenMetricsURL   string
+	// InitialCluster, InitialClusterState and Token are decided by the
+	// membership engine (bootstrap: the list, "new"; join: the current
+	// members, "existing"). etcd ignores them once the data dir has a WAL.
+	InitialCluster      string
+	InitialClusterState string
+	Token               string
+	ClientTLS           config.TLSFiles
+	PeerTLS             config.TLSFiles
+	ExtraArgs           map[string]string
+	LogLevel            string
+}
+
+// Status is what a runtime knows about the local member.
+type Status struct {
+	// Running: the member was started and has not stopped.
+	Running bool
+	// Exited: the member stopped on its own (crash, or removal from the
+	// cluster) since it was last started; ExitErr says why if known.
+	Exited  bool
+	ExitErr error
+	// Exits counts how often the member stopped on its own since the
+	// runtime was created, so the agent can tell a new exit from an old.
+	Exits uint64
+	// MemberID is the local member's ID when the runtime knows it (the
+	// embedded server does as soon as it started); 0 otherwise.
+	MemberID uint64
+}
+
+// Runtime runs the local member.
+type Runtime interface {
+	// Start makes the member run with spec; starting a running member
+	// again is an error (the agent stops first).
+	Start(ctx context.Context, spec Spec) error
+	// Stop stops the member if it runs; idempotent.
+	Stop(ctx context.Context) error
+	Status() Status
+	// Changed receives a value whenever Status changes on its own, so the
+	// agent reacts at once instead of on its next timer.
+	Changed() <-chan struct{}
+}
+
+// BuildSpec derives the member's spec from the configuration and the
+// membership engine's decision.
+func BuildSpec(cfg *config.Config, self identity.Member, initialCluster, clusterState string) Spec {
+	return Spec{
+		Name:                self.Name,
+		DataDir:             cfg.Etcd.DataDir,
+		AdvertisePeerURL:    self.PeerURL,
+		AdvertiseClientURL:  self.ClientURL,
+		ListenPeerURLs:      []string{self.PeerURL},
+		ListenClientURLs:    ListenClientURLs(cfg, self),
+		ListenMetricsURL:    cfg.Etcd.ListenMetricsURL,
+		InitialCluster:      initialCluster,
+		InitialClusterState: clusterState,
+		Token:               cfg.BootstrapToken(),
+		ClientTLS:           cfg.Etcd.TLS.Client,
+		PeerTLS:             cfg.Etcd.TLS.Peer,
+		ExtraArgs:           cfg.Etcd.ExtraArgs,
+		LogLevel:            cfg.Etcd.LogLevel,
+	}
+}
+
+// ListenClientURLs is the member IP, plus the loopback address of the same
+// family so that local clients (the kube-apiserver on this host) need not
+// know the member IP. A member whose IP is itself a loopback address (the
+// demo and the tests run several on 127.0.0.x) listens on that IP alone,
+// or the members would collide on 127.0.0.1.
+func ListenClientURLs(cfg *config.Config, self identity.Member) []string {
+	urls := []string{self.ClientURL}
+	if self.IP.IsLoopback() {
+		return urls
+	}
+	loopback := netip.IPv6Loopback()
+	if self.IP.Is4() {
+		loopback = netip.MustParseAddr("127.0.0.1")
+	}
+	return append(urls, identity.URL(cfg.Etcd.ClientScheme(), loopback, cfg.Etcd.ClientPort))
+}

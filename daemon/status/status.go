@@ -1,0 +1,186 @@
+// Package status builds and renders the report of `etcdlet status`: every
+// desired and actual member with its role and health, and the plan.
+package status
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+)
+
+// Report is the status of one cluster as seen from one node.
+type Report struct {
+	Cluster   string   `json:"cluster"`
+	ClusterID string   `json:"clusterID,omitempty"`
+	Reached   bool     `json:"reached"`
+	Problems  []string `json:"problems,omitempty"`
+	Members   []Row    `json:"members"`
+	Plan      Plan     `json:"plan"`
+	// Converged: the members are exactly the list, all voting and healthy.
+	Converged bool `json:"converged"`
+}
+
+// Row is one desired or actual member.
+type Row struct {
+	Name     string `json:"name"`
+	IP       string `json:"ip,omitempty"`
+	MemberID string `json:"memberID,omitempty"`
+	// Role is leader, voter or learner; empty for a listed address that is
+	// not a member.
+	Role   string `json:"role,omitempty"`
+	Health string `json:"health"`
+	DBSize int64  `json:"dbSize,omitempty"`
+	// RaftIndex is the member's applied raft index.
+	RaftIndex uint64 `json:"raftIndex,omitempty"`
+	// InList is yes (listed member), no (member not listed: will leave),
+	// missing (listed, not a member yet) or conflict.
+	InList string `json:"inList"`
+}
+
+// Plan is what the agent would do next.
+type Plan struct {
+	Next    string   `json:"next,omitempty"`
+	Waiting []string `json:"waiting,omitempty"`
+}
+
+// Build assembles the report from the desired list and one observation.
+func Build(cluster string, desired []identity.Member, v membership.View) Report {
+	r := Report{Cluster: cluster, Reached: v.Reached, Problems: v.Problems}
+	if v.ClusterID != 0 {
+		r.ClusterID = membership.IDString(v.ClusterID)
+	}
+	plan := membership.MakePlan(desired, v.Observation)
+	if v.Reached {
+		if plan.Next != nil {
+			r.Plan.Next = plan.Next.String()
+		}
+		for _, w := range plan.Waiting {
+			r.Plan.Waiting = append(r.Plan.Waiting, w.String())
+		}
+	} else {
+		r.Plan.Waiting = []string{"cluster not reachable with quorum: no membership change can be planned"}
+	}
+	m := membership.Match(desired, v.Members)
+	for _, p := range m.Matched {
+		r.Members = append(r.Members, row(p.Member, p.Desired.Name, p.Desired.IP.String(), "yes", v.LeaderID))
+	}
+	for _, e := range m.Extra {
+		r.Members = append(r.Members, row(e, e.Name, ipOf(e), "no", v.LeaderID))
+	}
+	for _, c := range m.Conflicts {
+		r.Members = append(r.Members, row(c.Member, c.Member.Name, ipOf(c.Member), "conflict", v.LeaderID))
+	}
+	for _, d := range m.Missing {
+		r.Members = append(r.Members, Row{Name: d.Name, IP: d.IP.String(), Health: "-", InList: "missing"})
+	}
+	slices.SortFunc(r.Members, func(a, b Row) int { return strings.Compare(a.Name, b.Name) })
+	r.Converged = v.Reached && plan.Converged() && len(m.Missing) == 0 && len(m.Extra) == 0 &&
+		!slices.ContainsFunc(r.Members, func(row Row) bool { return row.Role == "learner" || row.Health != "healthy" })
+	return r
+}
+
+func row(m membership.Member, name, ip, inList string, leader uint64) Row {
+	if name == "" {
+		name = "(unstarted)"
+	}
+	r := Row{Name: name, IP: ip, MemberID: membership.IDString(m.ID), InList: inList,
+		DBSize: m.Health.DBSize, RaftIndex: m.Health.RaftAppliedIndex}
+	switch {
+	case m.IsLearner:
+		r.Role = "learner"
+	case m.ID == leader:
+		r.Role = "leader"
+	default:
+		r.Role = "voter"
+	}
+	r.Health = "healthy"
+	if !m.Healthy() {
+		r.Health = "unhealthy: " + m.Health.Problem
+	}
+	return r
+}
+
+func ipOf(m membership.Member) string {
+	for _, u := range m.PeerURLs {
+		if ip, ok := identity.IPFromURL(u); ok {
+			return ip.String()
+		}
+	}
+	return ""
+}
+
+// WriteJSON renders the report as indented JSON.
+func WriteJSON(w io.Writer, r Report) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable renders the report for a terminal.
+func WriteTable(w io.Writer, r Report) error {
+	id := r.ClusterID
+	if id == "" {
+		id = "unknown"
+	}
+	fmt.Fprintf(w, "cluster %s (ID %s)\n\n", r.Cluster, id)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tIP\tMEMBER ID\tROLE\tHEALTH\tDB SIZE\tRAFT INDEX\tIN LIST")
+	for _, m := range r.Members {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, dash(m.IP), dash(m.MemberID), dash(m.Role),
+			m.Health, size(m.DBSize), count(m.RaftIndex), m.InList)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w)
+	switch {
+	case r.Converged:
+		fmt.Fprintln(w, "plan: nothing to do; membership matches the list")
+	case r.Plan.Next == "" && len(r.Plan.Waiting) == 0:
+		fmt.Fprintln(w, "plan: nothing to change; waiting for members to become healthy")
+	default:
+		if r.Plan.Next != "" {
+			fmt.Fprintf(w, "plan: next: %s\n", r.Plan.Next)
+		}
+		for _, wt := range r.Plan.Waiting {
+			fmt.Fprintf(w, "plan: waiting: %s\n", wt)
+		}
+	}
+	for _, p := range r.Problems {
+		fmt.Fprintf(w, "unreachable: %s\n", p)
+	}
+	return nil
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+func count(n uint64) string {
+	if n == 0 {
+		return "-"
+	}
+	return fmt.Sprint(n)
+}
+
+func size(b int64) string {
+	switch {
+	case b == 0:
+		return "-"
+	case b < 1<<20:
+		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
+	case b < 1<<30:
+		return fmt.Sprintf("%.1f MiB", float64(b)/(1<<20))
+	default:
+		return fmt.Sprintf("%.1f GiB", float64(b)/(1<<30))
+	}
+}
