@@ -228,11 +228,31 @@ func checkTLSFiles(errs *Errors, path string, f TLSFiles) {
 		errs.add(path, nil, "certFile and keyFile must be set together")
 	}
 	for _, file := range []struct{ field, value string }{{"certFile", f.CertFile}, {"keyFile", f.KeyFile}, {"caFile", f.CAFile}} {
-		if file.value == "" {
-			continue
-		}
-		if _, err := os.Stat(file.value); err != nil {
-			errs.add(path+"."+file.field, file.value, "cannot be read: %v", err)
+		if file.value != "" && !filepath.IsAbs(file.value) {
+			errs.add(path+"."+file.field, file.value, "must be an absolute path")
 		}
 	}
+}
+
+// CheckFiles checks that the files the configuration names can be read on
+// this host (TLS certificates and keys). It is separate from Validate so
+// that a configuration can be checked on another machine than the node.
+func (c *Config) CheckFiles() error {
+	var errs Errors
+	for _, section := range []struct {
+		path  string
+		files TLSFiles
+	}{{"etcd.tls.client", c.Etcd.TLS.Client}, {"etcd.tls.peer", c.Etcd.TLS.Peer}, {"agent.etcdClientTLS", c.Agent.EtcdClientTLS}} {
+		for _, file := range []struct{ field, value string }{{"certFile", section.files.CertFile}, {"keyFile", section.files.KeyFile}, {"caFile", section.files.CAFile}} {
+			if file.value == "" {
+				continue
+			}
+			if f, err := os.Open(file.value); err != nil {
+				errs.add(section.path+"."+file.field, file.value, "cannot be read: %v", err)
+			} else {
+				f.Close()
+			}
+		}
+	}
+	return errs.Err()
 }

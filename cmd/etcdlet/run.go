@@ -22,6 +22,10 @@ func newRunCommand() *cobra.Command {
 		Short: "Run the agent in the foreground",
 		Long: `Run the agent in the foreground until SIGTERM or SIGINT.
 
+A members file that is missing or breaks the list rules does not stop the
+agent: it is rejected with its reasons, and the last good list (kept in
+agent.stateDir across restarts) stays in force; with none, the agent waits.
+
 The agent logs to stderr with log/slog: text on a terminal, JSON otherwise
 (agent.logFormat overrides). It serves /metrics and /healthz on
 agent.listen.
@@ -33,7 +37,7 @@ Signals:
                    other field is refused (logged) and needs a restart`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			problems, cfg, err := validateFile(path)
+			problems, cfg, err := validateConfig(path)
 			if err != nil {
 				return err
 			}

@@ -16,7 +16,8 @@ func newValidateCommand() *cobra.Command {
 		Use:   "validate",
 		Short: "Check a configuration file and the member list it names",
 		Long: `Check a configuration file: strict YAML (unknown fields and wrong types are
-errors), every field's rule, the member list (static or the members file:
+errors), every field's rule, that the certificate files it names can be
+read, the member list (static or the members file:
 valid IPs in canonical form, no duplicates, exactly cluster.replicas entries
 when set) and the etcd flags in etcd.extraArgs.
 
@@ -44,9 +45,24 @@ there is any; prints a summary and exits 0 otherwise.`,
 	return cmd
 }
 
-// validateFile returns every problem of a configuration file; err is only
-// for a file that cannot be read at all.
+// validateFile returns every problem of a configuration file and of the
+// member list it names; err is only for a file that cannot be read.
 func validateFile(path string) (config.Errors, *config.Config, error) {
+	problems, cfg, err := validateConfig(path)
+	if err != nil || cfg == nil {
+		return problems, cfg, err
+	}
+	if cfg.Members.Source == config.SourceFile {
+		_, listErrs := cfg.DesiredMembers()
+		problems = append(problems, listErrs...)
+	}
+	return problems, cfg, nil
+}
+
+// validateConfig checks the configuration itself, without the members
+// file: a daemon must start with a valid configuration even while the
+// externally managed list is momentarily invalid or missing.
+func validateConfig(path string) (config.Errors, *config.Config, error) {
 	cfg, err := config.Load(path)
 	var problems config.Errors
 	if err != nil && !errors.As(err, &problems) {
@@ -55,10 +71,9 @@ func validateFile(path string) (config.Errors, *config.Config, error) {
 	if cfg == nil {
 		return problems, nil, nil
 	}
-	if cfg.Members.Source == config.SourceFile {
-		_, listErrs := cfg.DesiredMembers()
-		problems = append(problems, listErrs...)
+	var fileProblems config.Errors
+	if errors.As(cfg.CheckFiles(), &fileProblems) {
+		problems = append(problems, fileProblems...)
 	}
-	problems = append(problems, embedded.ValidateExtraArgs(cfg.Etcd.ExtraArgs)...)
-	return problems, cfg, nil
+	return append(problems, embedded.ValidateExtraArgs(cfg.Etcd.ExtraArgs)...), cfg, nil
 }

@@ -4,7 +4,6 @@
 package logging
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -42,9 +41,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	st, err := f.Stat()
 	return err == nil && st.Mode()&os.ModeCharDevice != 0
-}
-
-// Fatal prints a one-line error for the CLI; used before a logger exists.
-func Fatal(w io.Writer, err error) {
-	fmt.Fprintf(w, "etcdlet: %v\n", err)
 }

@@ -25,6 +25,8 @@ type Source struct {
 	log     *slog.Logger
 	changes chan struct{}
 	rewatch chan struct{}
+	// watching is closed once Watch has set up its watch.
+	watching chan struct{}
 	// OnReload is called after every read with whether the list was
 	// accepted (for metrics).
 	OnReload func(accepted bool)
@@ -40,7 +42,7 @@ type Source struct {
 // New returns a source for cfg. fallback is the last list applied before a
 // restart: it is in force until the configured source yields a good list.
 func New(cfg *config.Config, log *slog.Logger, fallback []netip.Addr) *Source {
-	s := &Source{log: log, cfg: cfg, changes: make(chan struct{}, 1), rewatch: make(chan struct{}, 1)}
+	s := &Source{log: log, cfg: cfg, changes: make(chan struct{}, 1), rewatch: make(chan struct{}, 1), watching: make(chan struct{})}
 	if len(fallback) > 0 {
 		s.current, s.valid = fallback, true
 	}
@@ -160,6 +162,7 @@ func (s *Source) Watch(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	close(s.watching)
 	// Editors and tools write in several steps; settle briefly so one
 	// change is read once, complete.
 	const settle = 50 * time.Millisecond

@@ -222,7 +222,13 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 	// 4. Listed learners are promoted.
 	if len(learners) > 0 {
 		l := learners[0]
-		return p.next(Action{Kind: ActionPromote, Name: nameOr(l, pairDesired(m, l.ID).Name), PeerURL: first(l.PeerURLs), MemberID: l.ID, Reason: "listed learner joins the voters once in sync"})
+		name := nameOr(l, pairDesired(m, l.ID).Name)
+		p = p.next(Action{Kind: ActionPromote, Name: name, PeerURL: first(l.PeerURLs), MemberID: l.ID, Reason: "listed learner joins the voters once in sync"})
+		for _, d := range m.Missing {
+			p.wait(ActionAddLearner, d.Name, WaitLearnerPending, fmt.Sprintf("learner %s must be promoted first; etcd allows one learner at a time", name))
+		}
+		p.waitForJoins(extra, name)
+		return p
 	}
 	// 5. Missing members are added as learners.
 	if len(m.Missing) > 0 {

@@ -97,6 +97,7 @@ func TestMakePlan(t *testing.T) {
 			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4", "192.0.2.5"),
 			obs:     obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2), member("192.0.2.3", 3), member("192.0.2.4", 4, learner)),
 			want:    "promote etcd-main-192.0.2.4 [4]",
+			waits:   []string{"LearnerPending etcd-main-192.0.2.5"},
 		},
 		{
 			name:    "unstarted learner is promoted under its listed name",
@@ -139,6 +140,7 @@ func TestMakePlan(t *testing.T) {
 			desired: desired("192.0.2.2"),
 			obs:     obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2, learner, down)),
 			want:    "promote etcd-main-192.0.2.2",
+			waits:   []string{"JoinPending etcd-main-192.0.2.1"},
 		},
 		{
 			name:    "the last voter is never removed",
@@ -174,6 +176,7 @@ func TestMakePlan(t *testing.T) {
 			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.4"),
 			obs:     obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2), member("192.0.2.3", 3), member("192.0.2.4", 4, learner)),
 			want:    "promote etcd-main-192.0.2.4",
+			waits:   []string{"JoinPending etcd-main-192.0.2.3"},
 		},
 		{
 			name:    "stale incarnation of this node is removed so it can rejoin",

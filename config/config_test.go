@@ -1,0 +1,259 @@
+package config
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// base is a valid configuration; each case appends or replaces lines.
+const base = `cluster:
+  name: etcd-main
+members:
+  source: static
+  addresses: [192.0.2.1, 192.0.2.2, 192.0.2.3]
+`
+
+func parseAndValidate(t *testing.T, yaml string) []string {
+	t.Helper()
+	cfg, err := Parse([]byte(yaml))
+	if err == nil {
+		err = cfg.Validate()
+	}
+	if err == nil {
+		return nil
+	}
+	return strings.Split(err.Error(), "\n")
+}
+
+func TestValidationRules(t *testing.T) {
+	dir := t.TempDir()
+	cert := filepath.Join(dir, "server.crt")
+	if err := os.WriteFile(cert, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		yaml string
+		want []string // exact lines, in order
+	}{
+		{"valid with defaults", base, nil},
+		{"empty file", "", []string{
+			"cluster.name: required: the member name prefix, e.g. etcd-main",
+			"members.source: required: static or file",
+		}},
+		{"unknown field", base + "etcd:\n  datadir: /x\n", []string{
+			"etcd.datadir: unknown field (line 7); known fields here: clientPort, dataDir, extraArgs, listenMetricsURL, logLevel, peerPort, runtime, tls",
+		}},
+		{"duplicate key", base + "cluster:\n  name: other\n", []string{
+			"cluster: defined twice (lines 1 and 6)",
+		}},
+		{"wrong type", base + "etcd:\n  clientPort: two\n", []string{
+			`etcd.clientPort: "two": must be a whole number (line 7)`,
+		}},
+		{"bad duration", base + "agent:\n  callTimeout: 5\n", []string{
+			`agent.callTimeout: "5": must be a duration such as 500ms, 5s or 1m (line 7)`,
+		}},
+		{"cluster name", strings.Replace(base, "etcd-main", "Etcd_Main", 1), []string{
+			`cluster.name: "Etcd_Main": must be at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit`,
+		}},
+		{"replicas below one", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  replicas: 0", 1), []string{
+			"cluster.replicas: 0: must be at least 1 when set",
+			"members.addresses: \"3 entries\": must have exactly cluster.replicas (0) entries",
+		}},
+		{"replicas differ from list", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  replicas: 5", 1), []string{
+			`members.addresses: "3 entries": must have exactly cluster.replicas (5) entries`,
+		}},
+		{"token", base[:len("cluster:\n  name: etcd-main\n")] + "  token: a,b\n" + base[len("cluster:\n  name: etcd-main\n"):], []string{
+			`cluster.token: "a,b": must not contain spaces, ',' or '='`,
+		}},
+		{"address rules", strings.Replace(base, "[192.0.2.1, 192.0.2.2, 192.0.2.3]",
+			"[192.0.2.1, 192.0.2.1, 2001:DB8::1, '::ffff:192.0.2.9', 10.0.0.256, 'fe80::1', 0.0.0.0, 224.0.0.1, 'fd00::1%eth0']", 1), []string{
+			`members.addresses[1]: "192.0.2.1": duplicate of members.addresses[0]`,
+			`members.addresses[2]: "2001:DB8::1": must be in canonical form: write 2001:db8::1`,
+			`members.addresses[3]: "::ffff:192.0.2.9": IPv4-mapped IPv6 addresses are ambiguous: write 192.0.2.9`,
+			`members.addresses[4]: "10.0.0.256": must be an IPv4 or IPv6 address`,
+			`members.addresses[5]: "fe80::1": IPv6 link-local addresses need a zone, which etcd URLs cannot carry`,
+			`members.addresses[6]: "0.0.0.0": must be a unicast address a member can listen on`,
+			`members.addresses[7]: "224.0.0.1": must be a unicast address a member can listen on`,
+			`members.addresses[8]: "fd00::1%eth0": must not carry an IPv6 zone`,
+		}},
+		{"static without addresses", "cluster:\n  name: etcd-main\nmembers:\n  source: static\n", []string{
+			"members.addresses: required with members.source static: list at least one member IP",
+		}},
+		{"file source needs an absolute path", "cluster:\n  name: etcd-main\nmembers:\n  source: file\n  file: members\n", []string{
+			`members.file: "members": must be an absolute path`,
+		}},
+		{"file source with addresses", "cluster:\n  name: etcd-main\nmembers:\n  source: file\n  file: /m\n  addresses: [192.0.2.1]\n", []string{
+			`members.addresses: "192.0.2.1": only used with members.source static`,
+		}},
+		{"unknown source", "cluster:\n  name: etcd-main\nmembers:\n  source: etcd-cr\n", []string{
+			`members.source: "etcd-cr": must be static or file`,
+		}},
+		{"node address", base + "node:\n  address: 192.0.2.01\n", []string{
+			`node.address: "192.0.2.01": must be an IPv4 or IPv6 address`,
+		}},
+		{"etcd fields", base + "etcd:\n  runtime: docker\n  dataDir: var/lib/etcd\n  clientPort: 70000\n  peerPort: -5\n  listenMetricsURL: tcp://127.0.0.1\n  logLevel: loud\n", []string{
+			`etcd.runtime: "docker": must be embedded (the static-pod runtime is not part of this build)`,
+			`etcd.dataDir: "var/lib/etcd": must be an absolute path`,
+			"etcd.clientPort: 70000: must be between 1 and 65535",
+			"etcd.peerPort: -5: must be between 1 and 65535",
+			`etcd.listenMetricsURL: "tcp://127.0.0.1": must be an http or https URL with a host and a port and no path, e.g. http://127.0.0.1:2381`,
+			`etcd.logLevel: "loud": must be one of debug, info, warn, error`,
+		}},
+		{"same ports", base + "etcd:\n  clientPort: 2380\n", []string{
+			"etcd.peerPort: 2380: must differ from etcd.clientPort",
+		}},
+		{"metrics host", base + "etcd:\n  listenMetricsURL: http://metrics.local:2381\n", []string{
+			`etcd.listenMetricsURL: "http://metrics.local:2381": host must be an IP address or localhost`,
+		}},
+		{"tls pairs and paths", base + "etcd:\n  tls:\n    client:\n      certFile: " + cert + "\n    peer:\n      caFile: pki/ca.crt\n", []string{
+			"etcd.tls.client: certFile and keyFile must be set together",
+			"etcd.tls.peer: certFile and keyFile must be set together",
+			`etcd.tls.peer.caFile: "pki/ca.crt": must be an absolute path`,
+		}},
+		{"extra args owned by etcdlet", base + "etcd:\n  extraArgs:\n    name: x\n    initial-cluster: a=b\n    --snapshot-count: '5'\n    snapshot-count: '10000'\n", []string{
+			`etcd.extraArgs.--snapshot-count: "5": must be an etcd flag name without leading dashes, e.g. snapshot-count`,
+			`etcd.extraArgs.initial-cluster: "a=b": etcdlet sets --initial-cluster itself: derived from the member list`,
+			`etcd.extraArgs.name: "x": etcdlet sets --name itself: derived from cluster.name and the node address`,
+		}},
+		{"agent fields", base + "etcd:\n  dataDir: /var/lib/etcd\nagent:\n  stateDir: /var/lib/etcd/etcdlet\n  listen: 9479\n  reconcileInterval: 10ms\n  lockTTL: 5500ms\n  callTimeout: 2m\n  logLevel: trace\n  logFormat: xml\n", []string{
+			`agent.stateDir: "/var/lib/etcd/etcdlet": must not be inside etcd.dataDir (/var/lib/etcd) or contain it: the data dir is moved aside as a unit`,
+			`agent.listen: "9479": must be host:port, e.g. 127.0.0.1:9479`,
+			`agent.reconcileInterval: "10ms": must be at least 100ms`,
+			`agent.lockTTL: "5.5s": must be whole seconds, at least 5s (an etcd lease TTL)`,
+			`agent.callTimeout: "2m0s": must be between 100ms and 1m`,
+			`agent.logLevel: "trace": must be one of debug, info, warn, error`,
+			`agent.logFormat: "xml": must be auto, text or json`,
+		}},
+		{"call timeout against lock TTL", base + "agent:\n  callTimeout: 6s\n  lockTTL: 15s\n", []string{
+			`agent.callTimeout: "6s": must be at most a third of agent.lockTTL (15s), so a membership change ends before the writer lock can expire`,
+		}},
+		{"agent listen host", base + "agent:\n  listen: example.com:9479\n", []string{
+			`agent.listen: "example.com:9479": host must be an IP address or localhost`,
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := parseAndValidate(t, tt.yaml)
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("problems:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+		})
+	}
+}
+
+func TestCheckFiles(t *testing.T) {
+	dir := t.TempDir()
+	cert := filepath.Join(dir, "server.crt")
+	if err := os.WriteFile(cert, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	cfg := &Config{Etcd: Etcd{TLS: EtcdTLS{Client: TLSFiles{CertFile: cert, KeyFile: filepath.Join(dir, "server.key")}}}}
+	want := `etcd.tls.client.keyFile: "` + dir + `/server.key": cannot be read: open ` + dir + `/server.key: no such file or directory`
+	if err := cfg.CheckFiles(); err == nil || err.Error() != want {
+		t.Errorf("CheckFiles() = %v, want %s", err, want)
+	}
+}
+
+func TestDefaults(t *testing.T) {
+	cfg, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.Etcd.Runtime != RuntimeEmbedded || cfg.Etcd.ClientPort != 2379 || cfg.Etcd.PeerPort != 2380 ||
+		cfg.Etcd.ListenMetricsURL != "http://127.0.0.1:2381" || cfg.Agent.Listen != "127.0.0.1:9479" ||
+		cfg.Etcd.DataDir != DefaultDataDir || cfg.Agent.StateDir != DefaultStateDir {
+		t.Errorf("defaults not applied: %+v", cfg)
+	}
+	if cfg.Etcd.ClientScheme() != "http" || cfg.Etcd.PeerScheme() != "http" {
+		t.Error("plain http expected without TLS")
+	}
+	if cfg.BootstrapToken() != "etcd-main" {
+		t.Errorf("token defaults to the cluster name, got %q", cfg.BootstrapToken())
+	}
+}
+
+func TestMembersFile(t *testing.T) {
+	tests := []struct {
+		name    string
+		content string
+		want    []string
+		errs    []string
+	}{
+		{"ips, comments, blank lines", "# control plane\n192.0.2.1\n\n  192.0.2.2  # second\r\n2001:db8::3\n", []string{"192.0.2.1", "192.0.2.2", "2001:db8::3"}, nil},
+		{"empty file is an empty list", "", nil, nil},
+		{"only comments", "# none yet\n", nil, nil},
+		{"two on a line", "192.0.2.1 192.0.2.2\n", nil, []string{`members.file line 1: "192.0.2.1 192.0.2.2": one address per line`}},
+		{"a port is not an address", "192.0.2.1:2380\n", nil, []string{`members.file line 1: "192.0.2.1:2380": must be an IPv4 or IPv6 address`}},
+		{"a hostname is not an address", "master-0\n", nil, []string{`members.file line 1: "master-0": must be an IPv4 or IPv6 address`}},
+		{"duplicate across lines", "192.0.2.1\n# gap\n192.0.2.1\n", nil, []string{`members.file line 3: "192.0.2.1": duplicate of members.file line 1`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			entries, errs := ParseMembersFile([]byte(tt.content))
+			addrs, listErrs := ValidateAddressList("members.file", entries, nil)
+			errs = append(errs, listErrs...)
+			var got []string
+			for _, a := range addrs {
+				got = append(got, a.String())
+			}
+			if strings.Join(got, ",") != strings.Join(tt.want, ",") {
+				t.Errorf("addresses %v, want %v", got, tt.want)
+			}
+			var gotErrs []string
+			for _, e := range errs {
+				gotErrs = append(gotErrs, e.Error())
+			}
+			if strings.Join(gotErrs, "\n") != strings.Join(tt.errs, "\n") {
+				t.Errorf("problems %q, want %q", gotErrs, tt.errs)
+			}
+		})
+	}
+}
+
+func TestReadMembersFile(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "members")
+	cfg := &Config{Members: Members{Source: SourceFile, File: path}}
+	if _, errs := cfg.DesiredMembers(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "cannot be read") {
+		t.Errorf("missing file: %v", errs)
+	}
+	if err := os.WriteFile(path, []byte(strings.Repeat("#", MaxMembersFileBytes+1)), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, errs := cfg.DesiredMembers(); len(errs) != 1 || !strings.Contains(errs[0].Error(), "must be at most 1048576 bytes") {
+		t.Errorf("oversized file: %v", errs)
+	}
+	if err := os.WriteFile(path, []byte("192.0.2.2\n192.0.2.1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	three := 3
+	cfg.Cluster.Replicas = &three
+	if addrs, errs := cfg.DesiredMembers(); addrs != nil || len(errs) != 1 {
+		t.Errorf("a list that breaks a rule must yield no addresses: %v %v", addrs, errs)
+	}
+}
+
+func TestExamplesAreValid(t *testing.T) {
+	examples, _ := filepath.Glob("examples/*.yaml")
+	if len(examples) == 0 {
+		t.Fatal("no examples in config/examples")
+	}
+	for _, path := range examples {
+		t.Run(filepath.Base(path), func(t *testing.T) {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := Parse(data)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := cfg.Validate(); err != nil {
+				t.Errorf("example does not validate:\n%v", err)
+			}
+		})
+	}
+}

@@ -1,0 +1,99 @@
+package etcdclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestClassify(t *testing.T) {
+	tests := []struct {
+		op   Op
+		err  error
+		want Outcome
+	}{
+		{OpAddLearner, nil, Done},
+		// Already applied counts as success (a timed-out call may have committed).
+		{OpAddLearner, rpctypes.ErrPeerURLExist, Done},
+		{OpAddLearner, rpctypes.ErrGRPCPeerURLExist, Done}, // raw gRPC form, as the fail-fast endpoints return it
+		{OpAddLearner, rpctypes.ErrMemberExist, Done},
+		{OpRemove, rpctypes.ErrMemberNotFound, Done},
+		{OpPromote, rpctypes.ErrMemberNotLearner, Done},
+		// The same error means something else for another call.
+		{OpPromote, rpctypes.ErrMemberNotFound, Retry},
+		{OpPromote, rpctypes.ErrPeerURLExist, Fatal},
+		// Waiting states.
+		{OpPromote, rpctypes.ErrMemberLearnerNotReady, Retry},
+		{OpAddLearner, rpctypes.ErrTooManyLearners, Retry},
+		{OpAddLearner, rpctypes.ErrUnhealthy, Retry},
+		{OpRemove, rpctypes.ErrGRPCMemberNotEnoughStarted, Retry},
+		{OpMoveLeader, rpctypes.ErrNotLeader, Retry},
+		{OpMoveLeader, rpctypes.ErrBadLeaderTransferee, Retry},
+		{OpRead, rpctypes.ErrGRPCNotSupportedForLearner, Retry},
+		{OpRead, rpctypes.ErrNoLeader, Retry},
+		{OpRead, rpctypes.ErrTimeout, Retry},
+		{OpRead, context.DeadlineExceeded, Retry},
+		{OpRead, fmt.Errorf("call: %w", context.Canceled), Retry},
+		{OpRead, status.Error(codes.Unavailable, "connection refused"), Retry},
+		// Retrying cannot help.
+		{OpAddLearner, rpctypes.ErrGRPCMemberBadURLs, Fatal},
+		{OpRead, rpctypes.ErrGRPCPermissionDenied, Fatal},
+		{OpRead, rpctypes.ErrGRPCInvalidAuthToken, Fatal},
+		{OpRead, status.Error(codes.Unauthenticated, "bad certificate"), Fatal},
+		{OpRead, rpctypes.ErrGRPCClusterIDMismatch, Fatal},
+		// Unknown errors are retried (and logged as unexpected).
+		{OpRead, errors.New("something new"), Retry},
+	}
+	for _, tt := range tests {
+		t.Run(fmt.Sprintf("%s/%v", tt.op, tt.err), func(t *testing.T) {
+			if got := Classify(tt.op, tt.err); got != tt.want {
+				t.Errorf("Classify(%s, %v) = %s, want %s", tt.op, tt.err, got, tt.want)
+			}
+		})
+	}
+	if Known(errors.New("something new")) || !Known(rpctypes.ErrMemberLearnerNotReady) {
+		t.Error("Known misclassifies")
+	}
+}
+
+func TestDoStopsOnDoneAndFatalAndBoundsAttempts(t *testing.T) {
+	p := Policy{Attempts: 4, InitialBackoff: time.Millisecond, MaxBackoff: 2 * time.Millisecond, Jitter: 0.5, AttemptTimeout: 50 * time.Millisecond}
+	calls := 0
+	r := Do(context.Background(), p, OpPromote, func(context.Context) error {
+		calls++
+		if calls < 3 {
+			return rpctypes.ErrMemberLearnerNotReady
+		}
+		return nil
+	})
+	if r.Outcome != Done || r.Attempts != 3 || calls != 3 {
+		t.Errorf("retry until done: %+v after %d calls", r, calls)
+	}
+	calls = 0
+	r = Do(context.Background(), p, OpAddLearner, func(context.Context) error { calls++; return rpctypes.ErrGRPCMemberBadURLs })
+	if r.Outcome != Fatal || calls != 1 {
+		t.Errorf("fatal must not be retried: %+v after %d calls", r, calls)
+	}
+	calls = 0
+	r = Do(context.Background(), p, OpPromote, func(context.Context) error { calls++; return rpctypes.ErrMemberLearnerNotReady })
+	if r.Outcome != Retry || calls != 4 || !errors.Is(r.Err, rpctypes.ErrMemberLearnerNotReady) {
+		t.Errorf("attempts must be bounded: %+v after %d calls", r, calls)
+	}
+	// Each attempt has its own deadline.
+	r = Do(context.Background(), p, OpRead, func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			return errors.New("no per-attempt deadline")
+		}
+		<-ctx.Done()
+		return ctx.Err()
+	})
+	if r.Attempts != 4 || !errors.Is(r.Err, context.DeadlineExceeded) {
+		t.Errorf("per-attempt timeout: %+v", r)
+	}
+}

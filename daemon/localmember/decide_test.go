@@ -1,0 +1,120 @@
+package localmember
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+)
+
+var scheme = identity.Scheme{Cluster: "etcd-main", PeerScheme: "https", ClientScheme: "https", PeerPort: 2380, ClientPort: 2379}
+
+func ident(ip string) identity.Member { return scheme.For(netip.MustParseAddr(ip)) }
+
+func started(ip string, id uint64) membership.Member {
+	d := ident(ip)
+	return membership.Member{ID: id, Name: d.Name, PeerURLs: []string{d.PeerURL}, ClientURLs: []string{d.ClientURL},
+		Health: membership.Health{Reachable: true, Leader: 1}}
+}
+
+func unstartedLearner(ip string, id uint64) membership.Member {
+	return membership.Member{ID: id, PeerURLs: []string{ident(ip).PeerURL}, IsLearner: true}
+}
+
+func reached(members ...membership.Member) membership.View {
+	return membership.View{Reached: true, Established: true, Observation: membership.Observation{ClusterID: 0xc1, LeaderID: 1, Members: members}}
+}
+
+func TestDecide(t *testing.T) {
+	self := ident("192.0.2.3")
+	list := []identity.Member{ident("192.0.2.1"), ident("192.0.2.2"), self}
+	nobody := membership.View{}
+	noQuorum := membership.View{Established: true, Observation: membership.Observation{ClusterID: 0xc1}}
+	cluster := reached(started("192.0.2.1", 1), started("192.0.2.2", 2), started("192.0.2.3", 3))
+
+	tests := []struct {
+		name  string
+		in    Inputs
+		want  Kind
+		state string // expected initial-cluster-state
+		ic    string // expected initial cluster (substring)
+		why   string // reason substring
+	}{
+		{name: "bootstrap when no listed peer answers and never a member",
+			in: Inputs{InList: true, View: nobody}, want: Bootstrap, state: "new",
+			ic: "etcd-main-192.0.2.1=https://192.0.2.1:2380,etcd-main-192.0.2.2=https://192.0.2.2:2380,etcd-main-192.0.2.3=https://192.0.2.3:2380"},
+		{name: "never bootstrap after having been a member",
+			in: Inputs{InList: true, WasMember: true, View: nobody}, want: Refuse, why: "never bootstraps"},
+		{name: "never bootstrap beside an established cluster without quorum",
+			in: Inputs{InList: true, View: noQuorum}, want: Wait, why: "no quorum"},
+		{name: "not listed and no data: idle",
+			in: Inputs{InList: false, View: cluster}, want: Idle},
+		{name: "listed but not added yet: wait for the writer",
+			in: Inputs{InList: true, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: Wait, why: "waiting to be added"},
+		{name: "join as the learner the writer added, with every member in the initial cluster",
+			in:   Inputs{InList: true, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), unstartedLearner("192.0.2.3", 3))},
+			want: Join, state: "existing",
+			ic: "etcd-main-192.0.2.1=https://192.0.2.1:2380,etcd-main-192.0.2.2=https://192.0.2.2:2380,etcd-main-192.0.2.3=https://192.0.2.3:2380"},
+		{name: "join names unpublished peers from their IP, or by ID",
+			in: Inputs{InList: true, View: reached(started("192.0.2.1", 1),
+				membership.Member{ID: 0xab, PeerURLs: []string{ident("192.0.2.2").PeerURL}},
+				membership.Member{ID: 0xcd, PeerURLs: []string{"https://etcd-x.example:2380"}},
+				unstartedLearner("192.0.2.3", 3))},
+			want: Join, ic: "etcd-main-192.0.2.2=https://192.0.2.2:2380,cd=https://etcd-x.example:2380,etcd-main-192.0.2.3="},
+		{name: "an unstarted voter from the bootstrap list joins too",
+			in:   Inputs{InList: true, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), membership.Member{ID: 3, Name: self.Name, PeerURLs: []string{self.PeerURL}})},
+			want: Join},
+		{name: "our identity is a started member but our data is gone: declare it stale",
+			in: Inputs{InList: true, View: cluster}, want: DeclareStale, why: "data is gone"},
+		{name: "another name holds our peer URL",
+			in: Inputs{InList: true, View: reached(started("192.0.2.1", 1), func() membership.Member {
+				m := started("192.0.2.3", 9)
+				m.Name = "infra3"
+				return m
+			}())}, want: Wait, why: "resolve by hand"},
+		{name: "restart on data while no peer answers (how a cluster regains quorum)",
+			in: Inputs{InList: true, HasData: true, LocalID: 3, View: nobody}, want: Restart, state: "existing"},
+		{name: "restart on data while still a member",
+			in: Inputs{InList: true, HasData: true, LocalID: 3, KnownClusterID: 0xc1, View: cluster}, want: Restart},
+		{name: "restart on data even when no longer listed, until the writer removes it",
+			in: Inputs{InList: false, HasData: true, LocalID: 3, View: cluster}, want: Restart},
+		{name: "data of a member removed while down is moved aside",
+			in:   Inputs{InList: true, HasData: true, LocalID: 3, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))},
+			want: MoveAside, why: "removed from the cluster while this node was down"},
+		{name: "data of a removed member whose IP was re-added as a new learner is moved aside",
+			in:   Inputs{InList: true, HasData: true, LocalID: 3, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), unstartedLearner("192.0.2.3", 4))},
+			want: MoveAside},
+		{name: "unknown member ID and no member with our peer URL: data is stale",
+			in: Inputs{InList: true, HasData: true, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: MoveAside},
+		{name: "unknown member ID but our peer URL is a member: try the data",
+			in: Inputs{InList: true, HasData: true, View: cluster}, want: Restart},
+		{name: "data of another cluster is never touched",
+			in: Inputs{InList: true, HasData: true, LocalID: 3, KnownClusterID: 0xbad, View: cluster}, want: Refuse, why: "belongs to cluster bad"},
+		{name: "running and still a member: keep",
+			in: Inputs{InList: true, Running: true, LocalID: 3, View: cluster}, want: Keep},
+		{name: "running but removed: stop and move aside",
+			in: Inputs{InList: false, Running: true, LocalID: 3, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: StopRemoved},
+		{name: "running and the cluster unreachable: keep (never act on a partial view)",
+			in: Inputs{InList: true, Running: true, LocalID: 3, View: nobody}, want: Keep},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tt.in.Cluster, tt.in.Self, tt.in.Desired = "etcd-main", self, list
+			d := Decide(tt.in)
+			if d.Kind != tt.want {
+				t.Fatalf("decision %s (%s), want %s", d.Kind, d.Reason, tt.want)
+			}
+			if tt.state != "" && d.ClusterState != tt.state {
+				t.Errorf("initial-cluster-state %q, want %q", d.ClusterState, tt.state)
+			}
+			if tt.ic != "" && !strings.Contains(d.InitialCluster, tt.ic) {
+				t.Errorf("initial cluster %q does not contain %q", d.InitialCluster, tt.ic)
+			}
+			if tt.why != "" && !strings.Contains(d.Reason, tt.why) {
+				t.Errorf("reason %q does not say %q", d.Reason, tt.why)
+			}
+		})
+	}
+}

@@ -1,0 +1,126 @@
+package memberlist
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/etcdlet/etcdlet/config"
+)
+
+func fileConfig(path string, replicas int) *config.Config {
+	cfg := &config.Config{Members: config.Members{Source: config.SourceFile, File: path}}
+	if replicas > 0 {
+		cfg.Cluster.Replicas = &replicas
+	}
+	return cfg
+}
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	tmp := path + ".new"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil { // how tools replace the file
+		t.Fatal(err)
+	}
+}
+
+// waitChange waits for a change notification; the promise is that
+// a file change is acted on within a second.
+func waitChange(t *testing.T, s *Source) {
+	t.Helper()
+	select {
+	case <-s.Changes():
+	case <-time.After(time.Second):
+		t.Fatal("no change noticed within 1s")
+	}
+}
+
+func current(s *Source) string {
+	addrs, _ := s.Current()
+	out := ""
+	for _, a := range addrs {
+		out += a.String() + " "
+	}
+	return out
+}
+
+func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "members")
+	write(t, path, "192.0.2.1\n192.0.2.2\n192.0.2.3\n")
+	var rejected atomic.Int32
+	s := New(fileConfig(path, 3), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	s.OnReload = func(ok bool) {
+		if !ok {
+			rejected.Add(1)
+		}
+	}
+	if !s.Refresh() || current(s) != "192.0.2.1 192.0.2.2 192.0.2.3 " {
+		t.Fatalf("initial list: %q", current(s))
+	}
+	<-s.Changes()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go s.Watch(ctx)
+	<-s.watching
+
+	write(t, path, "192.0.2.1\n192.0.2.2\n192.0.2.4\n")
+	waitChange(t, s)
+	if current(s) != "192.0.2.1 192.0.2.2 192.0.2.4 " {
+		t.Errorf("after replace: %q", current(s))
+	}
+
+	// A list that breaks the rules is rejected; the last good one stays.
+	write(t, path, "192.0.2.1\n192.0.2.2\n")
+	deadline := time.Now().Add(time.Second)
+	for rejected.Load() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if rejected.Load() != 1 || s.Err() == nil {
+		t.Fatalf("bad list not rejected (rejected=%d, err=%v)", rejected.Load(), s.Err())
+	}
+	if current(s) != "192.0.2.1 192.0.2.2 192.0.2.4 " {
+		t.Errorf("a rejected list replaced the good one: %q", current(s))
+	}
+	// Removing the file is a rejection too, never an empty list.
+	os.Remove(path)
+	s.Refresh()
+	if current(s) != "192.0.2.1 192.0.2.2 192.0.2.4 " || s.Err() == nil {
+		t.Errorf("a missing file changed the list: %q", current(s))
+	}
+
+	// A reload that names another file moves the watch there.
+	other := filepath.Join(t.TempDir(), "endpoints")
+	write(t, other, "192.0.2.7\n192.0.2.8\n192.0.2.9\n")
+	s.SetConfig(fileConfig(other, 3))
+	waitChange(t, s)
+	write(t, other, "192.0.2.7\n192.0.2.8\n192.0.2.6\n")
+	waitChange(t, s)
+	if current(s) != "192.0.2.7 192.0.2.8 192.0.2.6 " {
+		t.Errorf("after moving the watch: %q", current(s))
+	}
+}
+
+func TestFallbackListIsInForceUntilAGoodRead(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "members")
+	write(t, path, "not-an-ip\n")
+	s := New(fileConfig(path, 0), slog.New(slog.NewTextHandler(io.Discard, nil)), []netip.Addr{netip.MustParseAddr("192.0.2.1")})
+	s.Refresh()
+	if addrs, ok := s.Current(); !ok || len(addrs) != 1 {
+		t.Errorf("the list from the state file must stay in force: %v %v", addrs, ok)
+	}
+	empty := New(fileConfig(path, 0), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	empty.Refresh()
+	if _, ok := empty.Current(); ok {
+		t.Error("with no good list ever read, there must be none in force")
+	}
+}

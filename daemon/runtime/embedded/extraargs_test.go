@@ -1,0 +1,54 @@
+package embedded
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+func TestApplyExtraArgs(t *testing.T) {
+	cfg := embed.NewConfig()
+	err := ApplyExtraArgs(cfg, map[string]string{
+		"snapshot-count":                 "5000",
+		"quota-backend-bytes":            "8589934592",
+		"heartbeat-interval":             "250",
+		"election-timeout":               "2500",
+		"auto-compaction-mode":           "periodic",
+		"watch-progress-notify-interval": "5s",
+		"pre-vote":                       "false",
+		"cipher-suites":                  "TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.SnapshotCount != 5000 || cfg.QuotaBackendBytes != 8<<30 || cfg.TickMs != 250 || cfg.ElectionMs != 2500 ||
+		cfg.AutoCompactionMode != "periodic" || cfg.WatchProgressNotifyInterval != 5*time.Second || cfg.PreVote || len(cfg.CipherSuites) != 2 {
+		t.Errorf("extra args not applied: %+v", cfg)
+	}
+}
+
+func TestValidateExtraArgs(t *testing.T) {
+	errs := ValidateExtraArgs(map[string]string{
+		"snapshot-count":     "many",
+		"pre-vote":           "sometimes",
+		"no-such-flag":       "1",
+		"heartbeat-interval": "-1",
+		"name":               "owned flags are reported by config validation, not twice",
+	})
+	got := errs.Error()
+	for _, want := range []string{
+		`etcd.extraArgs.heartbeat-interval: "-1": must be a non-negative whole number`,
+		`etcd.extraArgs.no-such-flag: "1": not a flag the embedded etcd server understands`,
+		`etcd.extraArgs.pre-vote: "sometimes": must be true or false`,
+		`etcd.extraArgs.snapshot-count: "many": must be a non-negative whole number`,
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("missing %q in:\n%s", want, got)
+		}
+	}
+	if len(errs) != 4 {
+		t.Errorf("got %d problems, want 4:\n%s", len(errs), got)
+	}
+}

@@ -1,0 +1,75 @@
+package status
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/netip"
+	"testing"
+
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+)
+
+var scheme = identity.Scheme{Cluster: "etcd-main", PeerScheme: "http", ClientScheme: "http", PeerPort: 2380, ClientPort: 2379}
+
+func member(ip string, id uint64, learner bool, problem string) membership.Member {
+	d := scheme.For(netip.MustParseAddr(ip))
+	m := membership.Member{ID: id, Name: d.Name, PeerURLs: []string{d.PeerURL}, ClientURLs: []string{d.ClientURL}, IsLearner: learner,
+		Health: membership.Health{Reachable: problem == "", Problem: problem, Leader: 0x1, DBSize: 20480, RaftAppliedIndex: 42}}
+	return m
+}
+
+func TestTableReport(t *testing.T) {
+	desired := scheme.ForAll([]netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.3"), netip.MustParseAddr("192.0.2.4"), netip.MustParseAddr("2001:db8::5")})
+	view := membership.View{Reached: true, Established: true, Observation: membership.Observation{ClusterID: 0xc1, LeaderID: 0x1, Members: []membership.Member{
+		member("192.0.2.1", 0x1, false, ""),
+		member("192.0.2.2", 0x2, false, ""),
+		member("192.0.2.3", 0x3, false, "no answer within 2s"),
+		member("192.0.2.4", 0x4, true, ""),
+	}}}
+	r := Build("etcd-main", desired, view)
+	var out bytes.Buffer
+	if err := WriteTable(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	want := `cluster etcd-main (ID c1)
+
+NAME                   IP           MEMBER ID  ROLE     HEALTH                          DB SIZE   RAFT INDEX  IN LIST
+etcd-main-192.0.2.1    192.0.2.1    1          leader   healthy                         20.0 KiB  42          yes
+etcd-main-192.0.2.2    192.0.2.2    2          voter    healthy                         20.0 KiB  42          no
+etcd-main-192.0.2.3    192.0.2.3    3          voter    unhealthy: no answer within 2s  20.0 KiB  42          yes
+etcd-main-192.0.2.4    192.0.2.4    4          learner  healthy                         20.0 KiB  42          yes
+etcd-main-2001:db8::5  2001:db8::5  -          -        -                               -         -           missing
+
+plan: next: promote etcd-main-192.0.2.4 [4]: listed learner joins the voters once in sync
+plan: waiting: add-learner etcd-main-2001:db8::5 waits (LearnerPending): learner etcd-main-192.0.2.4 must be promoted first; etcd allows one learner at a time
+plan: waiting: remove etcd-main-192.0.2.2 waits (JoinPending): etcd-main-192.0.2.4 must vote first; a replacement joins before the old member leaves
+`
+	if out.String() != want {
+		t.Errorf("table:\n%s\nwant:\n%s", out.String(), want)
+	}
+	if r.Converged {
+		t.Error("a report with a learner, a missing and an extra member is not converged")
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	var back Report
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Members) != 5 || back.Plan.Next == "" {
+		t.Errorf("JSON round trip: %v %+v", err, back)
+	}
+}
+
+func TestConvergedAndUnreachable(t *testing.T) {
+	desired := scheme.ForAll([]netip.Addr{netip.MustParseAddr("192.0.2.1")})
+	ok := Build("etcd-main", desired, membership.View{Reached: true, Observation: membership.Observation{ClusterID: 1, LeaderID: 1,
+		Members: []membership.Member{member("192.0.2.1", 1, false, "")}}})
+	if !ok.Converged {
+		t.Errorf("single healthy listed voter must be converged: %+v", ok)
+	}
+	down := Build("etcd-main", desired, membership.View{Problems: []string{"http://192.0.2.1:2379: connection refused"}})
+	if down.Converged || len(down.Plan.Waiting) != 1 || down.Members[0].InList != "missing" {
+		t.Errorf("unreachable cluster: %+v", down)
+	}
+}

@@ -1,0 +1,194 @@
+package harness
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+)
+
+// Client returns an etcd client over every address the cluster may use.
+func (c *Cluster) Client() *clientv3.Client {
+	c.t.Helper()
+	var eps []string
+	for n := 1; n <= 9; n++ {
+		eps = append(eps, c.ClientURL(n))
+	}
+	var tlsConfig *tls.Config
+	if c.Opts.TLS != nil {
+		var err error
+		if tlsConfig, err = c.Opts.TLS.ClientConfig(); err != nil {
+			c.t.Fatalf("%v", err)
+		}
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: time.Second, TLS: tlsConfig, Logger: zap.NewNop()})
+	if err != nil {
+		c.t.Fatalf("etcd client: %v", err)
+	}
+	c.t.Cleanup(func() { cli.Close() })
+	return cli
+}
+
+// MemberList asks each address in turn (1s each) for a linearizable list.
+func (c *Cluster) MemberList(cli *clientv3.Client) ([]*pb.Member, error) {
+	var errs []string
+	for n := 1; n <= 9; n++ {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := cli.Cluster.MemberList(ctx)
+		cancel()
+		if err == nil {
+			return resp.Members, nil
+		}
+		errs = append(errs, err.Error())
+	}
+	return nil, fmt.Errorf("no member list: %s", strings.Join(errs, "; "))
+}
+
+// Expect checks that the members are exactly the voters ns (by name and
+// peer URL), none a learner, each started and answering Status with a
+// leader.
+func (c *Cluster) Expect(cli *clientv3.Client, ns ...int) error {
+	members, err := c.MemberList(cli)
+	if err != nil {
+		return err
+	}
+	var got, want []string
+	for _, n := range ns {
+		want = append(want, c.Name(n))
+	}
+	for _, m := range members {
+		label := m.Name
+		if m.IsLearner {
+			label += "(learner)"
+		}
+		if len(m.ClientURLs) == 0 {
+			label += "(unstarted)"
+		}
+		got = append(got, label)
+	}
+	sort.Strings(got)
+	sort.Strings(want)
+	if !slices.Equal(got, want) {
+		return fmt.Errorf("members %v, want voters %v", got, want)
+	}
+	for _, m := range members {
+		n := c.indexOf(m.Name)
+		if want := c.peerURL(n); !slices.Equal(m.PeerURLs, []string{want}) {
+			return fmt.Errorf("member %s has peer URLs %v, want [%s]", m.Name, m.PeerURLs, want)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s, err := cli.Status(ctx, m.ClientURLs[0])
+		cancel()
+		if err != nil {
+			return fmt.Errorf("status of %s: %v", m.Name, err)
+		}
+		if s.Leader == 0 {
+			return fmt.Errorf("%s reports no leader", m.Name)
+		}
+	}
+	return nil
+}
+
+// Wait waits until Expect holds.
+func (c *Cluster) Wait(cli *clientv3.Client, timeout time.Duration, ns ...int) {
+	c.t.Helper()
+	Eventually(c.t, timeout, fmt.Sprintf("members are exactly voters %v", ns), func() error { return c.Expect(cli, ns...) })
+}
+
+func (c *Cluster) indexOf(name string) int {
+	for n := 1; n <= 9; n++ {
+		if c.Name(n) == name {
+			return n
+		}
+	}
+	return 0
+}
+
+func (c *Cluster) peerURL(n int) string {
+	return strings.Replace(c.ClientURL(n), fmt.Sprintf(":%d", c.Ports.Client), fmt.Sprintf(":%d", c.Ports.Peer), 1)
+}
+
+// Writer keeps writing to the cluster and measures the longest time
+// without a successful write: the cluster's write availability.
+type Writer struct {
+	stop chan struct{}
+	done chan struct{}
+
+	mu       sync.Mutex
+	lastOK   time.Time
+	maxGap   time.Duration
+	gapEnd   time.Time
+	writes   int
+	failures int
+	lastErr  error
+}
+
+// StartWriter writes a key every 20ms, each write with a 1s timeout.
+func (c *Cluster) StartWriter(cli *clientv3.Client) *Writer {
+	w := &Writer{stop: make(chan struct{}), done: make(chan struct{})}
+	go func() {
+		defer close(w.done)
+		for i := 0; ; i++ {
+			select {
+			case <-w.stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			_, err := cli.Put(ctx, "/harness/writer", fmt.Sprint(i))
+			cancel()
+			w.record(err)
+		}
+	}()
+	c.t.Cleanup(w.Stop)
+	return w
+}
+
+func (w *Writer) record(err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	now := time.Now()
+	if err != nil {
+		w.failures++
+		w.lastErr = err
+		return
+	}
+	w.writes++
+	if !w.lastOK.IsZero() && now.Sub(w.lastOK) > w.maxGap {
+		w.maxGap, w.gapEnd = now.Sub(w.lastOK), now
+	}
+	w.lastOK = now
+}
+
+// Stop stops writing; idempotent.
+func (w *Writer) Stop() {
+	select {
+	case <-w.stop:
+	default:
+		close(w.stop)
+	}
+	<-w.done
+}
+
+// Report is what the writer saw.
+type Report struct {
+	Writes, Failures int
+	MaxGap           time.Duration
+	GapEnd           time.Time
+	LastErr          error
+}
+
+// Report returns the figures so far.
+func (w *Writer) Report() Report {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return Report{Writes: w.writes, Failures: w.failures, MaxGap: w.maxGap, GapEnd: w.gapEnd, LastErr: w.lastErr}
+}

@@ -1,0 +1,452 @@
+// Package harness runs etcdlet agents as real processes for the end-to-end
+// tests and the benchmark: each agent is the built binary with embedded
+// etcd on its own 127.0.x.y address, sharing one members file, as several
+// hosts would share an externally managed list.
+package harness
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TB is the part of testing.TB the harness needs, so the benchmark
+// program can drive it too.
+type TB interface {
+	Helper()
+	Logf(format string, args ...any)
+	Fatalf(format string, args ...any)
+	Cleanup(func())
+	Failed() bool
+}
+
+var _ TB = (testing.TB)(nil)
+
+// BuildBinary compiles ./cmd/etcdlet into dir and returns its path.
+func BuildBinary(dir string) (string, error) {
+	out := filepath.Join(dir, "etcdlet")
+	cmd := exec.Command("go", "build", "-o", out, "./cmd/etcdlet")
+	cmd.Dir = RepoRoot()
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build ./cmd/etcdlet: %v\n%s", err, b)
+	}
+	return out, nil
+}
+
+// RepoRoot is the repository root (where go.mod is).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Join(filepath.Dir(file), "..", "..")
+}
+
+// Options shape a cluster's configuration.
+type Options struct {
+	// Net is the third byte of the agents' 127.0.<Net>.<n> addresses; give
+	// every test its own so that tests never share an address.
+	Net int
+	// Replicas sets cluster.replicas when non-zero.
+	Replicas int
+	// TLS, when set, configures https for peer and client traffic.
+	TLS *TLSFiles
+	// ReconcileInterval defaults to 2s.
+	ReconcileInterval time.Duration
+}
+
+// Cluster is a set of agents sharing a members file.
+type Cluster struct {
+	t       TB
+	Binary  string
+	Dir     string
+	Opts    Options
+	Ports   Ports
+	Members string // path of the members file
+
+	mu     sync.Mutex
+	agents map[int]*Agent
+}
+
+// Ports are shared by every agent of a cluster (one address each).
+type Ports struct{ Client, Peer, Metrics, Agent int }
+
+// NewCluster prepares a cluster directory and free ports; no agent runs yet.
+func NewCluster(t TB, binary, dir string, opts Options) *Cluster {
+	t.Helper()
+	if opts.ReconcileInterval == 0 {
+		opts.ReconcileInterval = 2 * time.Second
+	}
+	c := &Cluster{t: t, Binary: binary, Dir: dir, Opts: opts, Members: filepath.Join(dir, "members"), agents: map[int]*Agent{}}
+	ips := make([]string, 0, 9)
+	for n := 1; n <= 9; n++ {
+		ips = append(ips, c.IP(n))
+	}
+	c.Ports = freePorts(t, ips)
+	t.Cleanup(c.StopAll)
+	return c
+}
+
+// IP returns the address of agent n: 127.0.<Net>.<n>.
+func (c *Cluster) IP(n int) string { return fmt.Sprintf("127.0.%d.%d", c.Opts.Net, n) }
+
+// Name is agent n's member name.
+func (c *Cluster) Name(n int) string { return "etcd-main-" + c.IP(n) }
+
+// ClientURL is agent n's client URL.
+func (c *Cluster) ClientURL(n int) string {
+	scheme := "http"
+	if c.Opts.TLS != nil {
+		scheme = "https"
+	}
+	return scheme + "://" + net.JoinHostPort(c.IP(n), strconv.Itoa(c.Ports.Client))
+}
+
+// DataDir is agent n's etcd data dir.
+func (c *Cluster) DataDir(n int) string { return filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "data") }
+
+// ConfigPath is agent n's configuration file.
+func (c *Cluster) ConfigPath(n int) string { return filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "config.yaml") }
+
+// WriteMembers replaces the members file atomically (write, rename), the
+// way an external tool updates it.
+func (c *Cluster) WriteMembers(ns ...int) {
+	c.t.Helper()
+	var b strings.Builder
+	b.WriteString("# written by the test harness\n")
+	for _, n := range ns {
+		b.WriteString(c.IP(n) + "\n")
+	}
+	c.WriteMembersRaw(b.String())
+}
+
+// WriteMembersRaw writes arbitrary content to the members file atomically.
+func (c *Cluster) WriteMembersRaw(content string) {
+	c.t.Helper()
+	tmp := c.Members + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		c.t.Fatalf("write members file: %v", err)
+	}
+	if err := os.Rename(tmp, c.Members); err != nil {
+		c.t.Fatalf("write members file: %v", err)
+	}
+}
+
+// WriteConfig writes agent n's configuration file.
+func (c *Cluster) WriteConfig(n int) {
+	c.t.Helper()
+	if err := os.MkdirAll(filepath.Dir(c.ConfigPath(n)), 0o700); err != nil {
+		c.t.Fatalf("%v", err)
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "cluster:\n  name: etcd-main\n")
+	if c.Opts.Replicas > 0 {
+		fmt.Fprintf(&b, "  replicas: %d\n", c.Opts.Replicas)
+	}
+	fmt.Fprintf(&b, "members:\n  source: file\n  file: %s\n", c.Members)
+	fmt.Fprintf(&b, "node:\n  address: %s\n", c.IP(n))
+	fmt.Fprintf(&b, "etcd:\n  dataDir: %s\n  clientPort: %d\n  peerPort: %d\n  listenMetricsURL: http://%s:%d\n  logLevel: warn\n",
+		c.DataDir(n), c.Ports.Client, c.Ports.Peer, c.IP(n), c.Ports.Metrics)
+	if tls := c.Opts.TLS; tls != nil {
+		fmt.Fprintf(&b, "  tls:\n    client: {certFile: %s, keyFile: %s, caFile: %s}\n    peer: {certFile: %s, keyFile: %s, caFile: %s}\n",
+			tls.ServerCert, tls.ServerKey, tls.CA, tls.ServerCert, tls.ServerKey, tls.CA)
+	}
+	fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: %s:%d\n  reconcileInterval: %s\n  logFormat: json\n  logLevel: debug\n",
+		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), c.IP(n), c.Ports.Agent, c.Opts.ReconcileInterval)
+	if tls := c.Opts.TLS; tls != nil {
+		fmt.Fprintf(&b, "  etcdClientTLS: {certFile: %s, keyFile: %s, caFile: %s}\n", tls.ClientCert, tls.ClientKey, tls.CA)
+	}
+	if err := os.WriteFile(c.ConfigPath(n), []byte(b.String()), 0o600); err != nil {
+		c.t.Fatalf("%v", err)
+	}
+}
+
+// Start writes agent n's configuration (first time) and starts it.
+func (c *Cluster) Start(n int) *Agent {
+	c.t.Helper()
+	if _, err := os.Stat(c.ConfigPath(n)); err != nil {
+		c.WriteConfig(n)
+	}
+	c.mu.Lock()
+	a, ok := c.agents[n]
+	if !ok {
+		a = &Agent{c: c, N: n, Log: filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "agent.log")}
+		c.agents[n] = a
+	}
+	c.mu.Unlock()
+	a.start()
+	return a
+}
+
+// Agent returns agent n (started before).
+func (c *Cluster) Agent(n int) *Agent {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.agents[n]
+}
+
+// StopAll stops every running agent; on a failed test it first prints the
+// tail of each agent's log.
+func (c *Cluster) StopAll() {
+	c.mu.Lock()
+	agents := make([]*Agent, 0, len(c.agents))
+	for _, a := range c.agents {
+		agents = append(agents, a)
+	}
+	c.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, a := range agents {
+		wg.Go(func() { a.Stop() })
+	}
+	wg.Wait()
+	if c.t.Failed() {
+		for _, a := range agents {
+			c.t.Logf("--- tail of agent %d log (%s):\n%s", a.N, a.Log, tail(a.Log, 40))
+		}
+	}
+}
+
+// Agent is one etcdlet process.
+type Agent struct {
+	c   *Cluster
+	N   int
+	Log string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func (a *Agent) start() {
+	a.c.t.Helper()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd != nil {
+		a.c.t.Fatalf("agent %d already running", a.N)
+	}
+	logFile, err := os.OpenFile(a.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		a.c.t.Fatalf("%v", err)
+	}
+	cmd := exec.Command(a.c.Binary, "run", "--config", a.c.ConfigPath(a.N))
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		a.c.t.Fatalf("start agent %d: %v", a.N, err)
+	}
+	done := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		logFile.Close()
+		close(done)
+	}()
+	a.cmd, a.done = cmd, done
+}
+
+// Running reports whether the process runs.
+func (a *Agent) Running() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd == nil {
+		return false
+	}
+	select {
+	case <-a.done:
+		return false
+	default:
+		return true
+	}
+}
+
+// Kill sends SIGKILL and waits for the process to be gone.
+func (a *Agent) Kill() { a.signal(syscall.SIGKILL, 5*time.Second) }
+
+// Stop sends SIGTERM and waits up to 30s (etcd may wait out a leader
+// transfer); a process still running then is killed and the test fails.
+func (a *Agent) Stop() {
+	if !a.signal(syscall.SIGTERM, 30*time.Second) {
+		a.c.t.Logf("agent %d did not stop within 30s of SIGTERM; killed", a.N)
+		a.Kill()
+		a.c.t.Fatalf("agent %d ignored SIGTERM", a.N)
+	}
+}
+
+// Signal sends sig without waiting.
+func (a *Agent) Signal(sig syscall.Signal) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd != nil {
+		_ = a.cmd.Process.Signal(sig)
+	}
+}
+
+func (a *Agent) signal(sig syscall.Signal, wait time.Duration) bool {
+	a.mu.Lock()
+	cmd, done := a.cmd, a.done
+	a.mu.Unlock()
+	if cmd == nil {
+		return true
+	}
+	_ = cmd.Process.Signal(sig)
+	select {
+	case <-done:
+	case <-time.After(wait):
+		return false
+	}
+	a.mu.Lock()
+	a.cmd = nil
+	a.mu.Unlock()
+	return true
+}
+
+// Restart starts a stopped agent again with the same configuration.
+func (a *Agent) Restart() { a.start() }
+
+// PID is the process ID, 0 when not running.
+func (a *Agent) PID() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.cmd == nil {
+		return 0
+	}
+	return a.cmd.Process.Pid
+}
+
+// LogEntries parses the agent's JSON log lines (non-JSON lines skipped).
+func (a *Agent) LogEntries() []map[string]any {
+	f, err := os.Open(a.Log)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var entries []map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 0, 64*1024), 4*1024*1024)
+	for sc.Scan() {
+		var e map[string]any
+		if json.Unmarshal(sc.Bytes(), &e) == nil {
+			entries = append(entries, e)
+		}
+	}
+	return entries
+}
+
+// CountLog counts log entries with the message msg whose attributes
+// include every key/value in attrs.
+func (a *Agent) CountLog(msg string, attrs map[string]string) int {
+	n := 0
+	for _, e := range a.LogEntries() {
+		if e["msg"] != msg {
+			continue
+		}
+		match := true
+		for k, v := range attrs {
+			if fmt.Sprint(e[k]) != v {
+				match = false
+				break
+			}
+		}
+		if match {
+			n++
+		}
+	}
+	return n
+}
+
+// Metric reads one unlabelled counter or gauge from the agent's /metrics.
+func (a *Agent) Metric(name string) (float64, error) {
+	url := fmt.Sprintf("http://%s/metrics", net.JoinHostPort(a.c.IP(a.N), strconv.Itoa(a.c.Ports.Agent)))
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	sc := bufio.NewScanner(resp.Body)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) == 2 && fields[0] == name {
+			return strconv.ParseFloat(fields[1], 64)
+		}
+	}
+	return 0, fmt.Errorf("metric %s not found", name)
+}
+
+// Eventually polls cond every 50ms until it returns nil or the deadline
+// passes; then it fails the test with cond's last error.
+func Eventually(t TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for {
+		if err = cond(); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not true within %s: %v", what, timeout, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// freePorts finds four ports free on every given address.
+func freePorts(t TB, ips []string) Ports {
+	t.Helper()
+	var ports []int
+	for attempt := 0; len(ports) < 4 && attempt < 100; attempt++ {
+		l, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
+		if err != nil {
+			t.Fatalf("find free port: %v", err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		l.Close()
+		free := true
+		for _, ip := range ips {
+			l, err := net.Listen("tcp", net.JoinHostPort(ip, strconv.Itoa(port)))
+			if err != nil {
+				free = false
+				break
+			}
+			l.Close()
+		}
+		if free && !slices.Contains(ports, port) {
+			ports = append(ports, port)
+		}
+	}
+	if len(ports) < 4 {
+		t.Fatalf("could not find 4 ports free on %v", ips)
+	}
+	return Ports{Client: ports[0], Peer: ports[1], Metrics: ports[2], Agent: ports[3]}
+}
+
+// tail returns the last lines of an agent log, leaving out the embedded
+// etcd server's own lines, which would drown the agent's.
+func tail(path string, lines int) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return err.Error()
+	}
+	var all []string
+	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
+		if !strings.Contains(l, `"component":"etcd"`) {
+			all = append(all, l)
+		}
+	}
+	if len(all) > lines {
+		all = all[len(all)-lines:]
+	}
+	return strings.Join(all, "\n")
+}

@@ -1,0 +1,64 @@
+package test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.uber.org/zap"
+
+	"github.com/etcdlet/etcdlet/test/harness"
+)
+
+func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// leaderIndex returns which agent's member leads.
+func leaderIndex(t *testing.T, c *harness.Cluster, cli *clientv3.Client) int {
+	t.Helper()
+	members, err := c.MemberList(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		s, err := cli.Status(ctx, m.ClientURLs[0])
+		cancel()
+		if err != nil || s.Leader == 0 {
+			continue
+		}
+		for _, l := range members {
+			if l.ID == s.Leader {
+				for n := 1; n <= 9; n++ {
+					if c.Name(n) == l.Name {
+						return n
+					}
+				}
+			}
+		}
+	}
+	t.Fatal("no leader found")
+	return 0
+}
+
+// plainClientRefused checks that a TLS client that trusts the CA but shows
+// no certificate cannot read from the member.
+func plainClientRefused(endpoint, ca string) error {
+	tlsConfig, err := transport.TLSInfo{TrustedCAFile: ca}.ClientConfig()
+	if err != nil {
+		return err
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{endpoint}, DialTimeout: time.Second, TLS: tlsConfig, Logger: zap.NewNop()})
+	if err != nil {
+		return err
+	}
+	defer cli.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	if _, err := cli.Get(ctx, "/"); err == nil {
+		return errorf("a client without a certificate could read from %s", endpoint)
+	}
+	return nil
+}

@@ -1,0 +1,200 @@
+package test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/etcdlet/etcdlet/test/harness"
+)
+
+// Three agents started together with the same list bootstrap one cluster.
+func TestBootstrapThree(t *testing.T) {
+	c, _ := startCluster(t, netBootstrap, 3)
+	for _, n := range seq(1, 3) {
+		if dirs := movedAside(t, c, n); len(dirs) > 0 {
+			t.Errorf("agent %d moved data aside during a plain bootstrap: %v", n, dirs)
+		}
+		if c.Agent(n).CountLog("local member", map[string]string{"decision": "bootstrap"}) != 1 {
+			t.Errorf("agent %d did not decide to bootstrap exactly once", n)
+		}
+	}
+}
+
+// A listed address joins as a learner and is promoted; a member whose
+// address leaves the list is removed, leader first handing over, and its
+// data dir is moved aside and kept.
+func TestAddThenRemoveLeader(t *testing.T) {
+	c, cli := startCluster(t, netAddRemove, 3)
+	w := c.StartWriter(cli)
+
+	c.Start(4) // not listed yet: idles
+	harness.Eventually(t, 10*time.Second, "agent 4 idles", func() error {
+		return expectLog(c.Agent(4), "local member", map[string]string{"decision": "idle"})
+	})
+	c.WriteMembers(1, 2, 3, 4)
+	c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
+	if c.Agent(4).CountLog("local member", map[string]string{"decision": "join"}) == 0 {
+		t.Error("agent 4 became a member without joining as the added learner")
+	}
+
+	leader := leaderIndex(t, c, cli)
+	keep := without(seq(1, 4), leader)
+	c.WriteMembers(keep...)
+	c.Wait(cli, convergeTimeout, keep...)
+	checkWrites(t, w)
+
+	if n := countAll(c, seq(1, 4), "membership change", map[string]string{"action": "move-leader", "outcome": "done"}); n != 1 {
+		t.Errorf("leadership was handed over %d times before removing the leader, want 1", n)
+	}
+	harness.Eventually(t, 30*time.Second, "removed member's data dir moved aside", func() error {
+		if _, err := os.Stat(c.DataDir(leader)); err == nil {
+			return errorf("data dir %s still in place", c.DataDir(leader))
+		}
+		return nil
+	})
+	requireKeptData(t, movedAside(t, c, leader))
+	if !c.Agent(leader).Running() {
+		t.Error("the removed node's agent exited; it should stay up, idle")
+	}
+}
+
+// Swapping one address for another: the new member votes before the old
+// one leaves, and the cluster keeps accepting writes throughout.
+func TestReplaceOne(t *testing.T) {
+	c, cli := startCluster(t, netReplace, 3)
+	w := c.StartWriter(cli)
+	c.Start(4)
+	c.WriteMembers(1, 2, 4)
+	c.Wait(cli, convergeTimeout, 1, 2, 4)
+	checkWrites(t, w)
+
+	promoted := changeTime(t, c, seq(1, 4), "promote", c.Name(4))
+	removed := changeTime(t, c, seq(1, 4), "remove", c.Name(3))
+	if !promoted.Before(removed) {
+		t.Errorf("old member removed at %s before the new one was promoted at %s", removed, promoted)
+	}
+	harness.Eventually(t, 30*time.Second, "old member's data moved aside", func() error {
+		if len(movedAside(t, c, 3)) == 0 {
+			return errorf("nothing moved aside yet")
+		}
+		return nil
+	})
+	requireKeptData(t, movedAside(t, c, 3))
+}
+
+// A member removed while its node was down comes back with its old data:
+// the agent moves the stale data aside and rejoins as a learner.
+func TestRemovedMemberReturnsWithStaleData(t *testing.T) {
+	c, cli := startCluster(t, netStale, 3)
+	w := c.StartWriter(cli)
+	c.Agent(3).Stop()
+	c.WriteMembers(1, 2)
+	c.Wait(cli, convergeTimeout, 1, 2)
+
+	c.WriteMembers(1, 2, 3)
+	c.Agent(3).Restart()
+	c.Wait(cli, convergeTimeout, 1, 2, 3)
+	checkWrites(t, w)
+
+	if c.Agent(3).CountLog("local member", map[string]string{"decision": "move-aside"}) == 0 {
+		t.Error("agent 3 did not detect its stale data")
+	}
+	requireKeptData(t, movedAside(t, c, 3))
+}
+
+// kill -9 of the joining agent right after the writer added its learner,
+// then a restart: the join completes unaided.
+func TestKillDuringJoin(t *testing.T) {
+	c, cli := startCluster(t, netKillJoin, 3)
+	w := c.StartWriter(cli)
+	a4 := c.Start(4)
+	c.WriteMembers(1, 2, 3, 4)
+	harness.Eventually(t, 30*time.Second, "member 4 added as learner", func() error {
+		members, err := c.MemberList(cli)
+		if err != nil {
+			return err
+		}
+		for _, m := range members {
+			if m.IsLearner {
+				return nil
+			}
+		}
+		return errorf("no learner yet")
+	})
+	a4.Kill()
+	a4.Restart()
+	c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
+	checkWrites(t, w)
+}
+
+// Agents started at the same instant, then one list change seen by all at
+// once (two joins and a removal): every membership call is issued by
+// exactly one agent, never duplicated or contradicted.
+func TestAgentsRacingTheSameChange(t *testing.T) {
+	c, cli := startCluster(t, netRace, 3)
+	w := c.StartWriter(cli)
+	c.Start(4)
+	c.Start(5)
+	c.WriteMembers(2, 3, 4, 5)
+	c.Wait(cli, 2*convergeTimeout, 2, 3, 4, 5)
+	checkWrites(t, w)
+
+	all := seq(1, 5)
+	for _, change := range []struct{ action, member string }{
+		{"add-learner", c.Name(4)}, {"promote", c.Name(4)},
+		{"add-learner", c.Name(5)}, {"promote", c.Name(5)},
+		{"remove", c.Name(1)},
+	} {
+		issued := countAll(c, all, "membership change", map[string]string{"action": change.action, "member": change.member, "outcome": "done"})
+		again := countAll(c, all, "membership change already applied", map[string]string{"action": change.action, "member": change.member})
+		if issued != 1 || again != 0 {
+			t.Errorf("%s %s: issued %d times (+%d already applied), want exactly once", change.action, change.member, issued, again)
+		}
+	}
+}
+
+func expectLog(a *harness.Agent, msg string, attrs map[string]string) error {
+	if a.CountLog(msg, attrs) == 0 {
+		return errorf("agent %d has not logged %q %v", a.N, msg, attrs)
+	}
+	return nil
+}
+
+func countAll(c *harness.Cluster, ns []int, msg string, attrs map[string]string) int {
+	total := 0
+	for _, n := range ns {
+		if a := c.Agent(n); a != nil {
+			total += a.CountLog(msg, attrs)
+		}
+	}
+	return total
+}
+
+// changeTime is when some agent logged a done membership change.
+func changeTime(t *testing.T, c *harness.Cluster, ns []int, action, member string) time.Time {
+	t.Helper()
+	for _, n := range ns {
+		for _, e := range c.Agent(n).LogEntries() {
+			if e["msg"] == "membership change" && e["action"] == action && e["member"] == member && e["outcome"] == "done" {
+				ts, err := time.Parse(time.RFC3339Nano, e["time"].(string))
+				if err != nil {
+					t.Fatal(err)
+				}
+				return ts
+			}
+		}
+	}
+	t.Fatalf("no agent logged %s %s", action, member)
+	return time.Time{}
+}
+
+func without(s []int, drop int) []int {
+	var out []int
+	for _, v := range s {
+		if v != drop {
+			out = append(out, v)
+		}
+	}
+	return out
+}

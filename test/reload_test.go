@@ -1,0 +1,210 @@
+package test
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdlet/etcdlet/test/harness"
+)
+
+// A members file that breaks the address-list rules is rejected with its
+// reasons and changes nothing, on every agent; so is a bad SIGHUP reload.
+// A later valid list is acted on again.
+func TestBadReloadChangesNothing(t *testing.T) {
+	c, cli := startCluster(t, netBadReload, 3, func(o *harness.Options) { o.Replicas = 3 })
+	w := c.StartWriter(cli)
+	c.Start(4) // not listed: must stay out through every bad list
+	agents := seq(1, 4)
+
+	bad := []struct{ name, content, reason string }{
+		{"duplicate", fmt.Sprintf("%s\n%s\n%s\n", c.IP(1), c.IP(2), c.IP(2)), "duplicate of members.file line 2"},
+		{"not canonical", fmt.Sprintf("%s\n%s\n127.0.%d.04\n", c.IP(1), c.IP(2), netBadReload), "must be an IPv4 or IPv6 address"},
+		{"length differs from replicas", fmt.Sprintf("%s\n%s\n%s\n%s\n", c.IP(1), c.IP(2), c.IP(3), c.IP(4)), "must have exactly cluster.replicas (3) entries"},
+		{"empty", "# nothing\n", "must have exactly cluster.replicas (3) entries"},
+	}
+	for _, b := range bad {
+		t.Run(b.name, func(t *testing.T) {
+			before := rejections(c, agents)
+			c.WriteMembersRaw(b.content)
+			harness.Eventually(t, 10*time.Second, "every agent rejects the list", func() error {
+				for _, n := range agents {
+					if got := c.Agent(n).CountLog("member list rejected; the last good list stays in force", nil); got <= before[n] {
+						return errorf("agent %d has not rejected it", n)
+					}
+				}
+				return nil
+			})
+			for _, n := range agents {
+				if !lastRejectionMentions(c.Agent(n), b.reason) {
+					t.Errorf("agent %d's rejection does not say %q", n, b.reason)
+				}
+			}
+			waitPasses(t, c, agents, 2)
+			if err := c.Expect(cli, 1, 2, 3); err != nil {
+				t.Fatalf("membership changed after a rejected list: %v", err)
+			}
+		})
+	}
+
+	t.Run("SIGHUP with an invalid config", func(t *testing.T) {
+		cfg := c.ConfigPath(1)
+		orig, _ := os.ReadFile(cfg)
+		defer os.WriteFile(cfg, orig, 0o600)
+		if err := os.WriteFile(cfg, append(orig, []byte("bogus: true\n")...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.Agent(1).Signal(syscall.SIGHUP)
+		harness.Eventually(t, 10*time.Second, "reload rejected", func() error {
+			return expectLog(c.Agent(1), "configuration reload rejected; the running configuration stays in force", nil)
+		})
+		changed := strings.Replace(string(orig), fmt.Sprintf("clientPort: %d", c.Ports.Client), "clientPort: 1", 1)
+		if err := os.WriteFile(cfg, []byte(changed), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		c.Agent(1).Signal(syscall.SIGHUP)
+		harness.Eventually(t, 10*time.Second, "reload refused", func() error {
+			return expectLog(c.Agent(1), "configuration reload refused", nil)
+		})
+		waitPasses(t, c, []int{1}, 2)
+		if !c.Agent(1).Running() {
+			t.Fatal("agent 1 exited on a bad reload")
+		}
+		if err := c.Expect(cli, 1, 2, 3); err != nil {
+			t.Fatalf("membership changed after a refused reload: %v", err)
+		}
+	})
+
+	// The last good list stayed in force; a new good one is acted on.
+	c.WriteMembers(1, 2, 4)
+	c.Wait(cli, convergeTimeout, 1, 2, 4)
+	checkWrites(t, w)
+}
+
+func rejections(c *harness.Cluster, ns []int) map[int]int {
+	m := map[int]int{}
+	for _, n := range ns {
+		m[n] = c.Agent(n).CountLog("member list rejected; the last good list stays in force", nil)
+	}
+	return m
+}
+
+func lastRejectionMentions(a *harness.Agent, reason string) bool {
+	var last string
+	for _, e := range a.LogEntries() {
+		if e["msg"] == "member list rejected; the last good list stays in force" {
+			last = fmt.Sprint(e["problems"])
+		}
+	}
+	return strings.Contains(last, reason)
+}
+
+// waitPasses waits until every agent finished k more reconcile passes, so
+// an assertion that "nothing changed" follows passes that could have.
+func waitPasses(t *testing.T, c *harness.Cluster, ns []int, k float64) {
+	t.Helper()
+	start := map[int]float64{}
+	for _, n := range ns {
+		v, err := c.Agent(n).Metric("etcdlet_reconcile_passes_total")
+		if err != nil {
+			t.Fatal(err)
+		}
+		start[n] = v
+	}
+	harness.Eventually(t, 30*time.Second, fmt.Sprintf("%v more passes", k), func() error {
+		for _, n := range ns {
+			v, err := c.Agent(n).Metric("etcdlet_reconcile_passes_total")
+			if err != nil {
+				return err
+			}
+			if v < start[n]+k {
+				return errorf("agent %d at %v passes, want %v", n, v, start[n]+k)
+			}
+		}
+		return nil
+	})
+}
+
+// With TLS configured, peer and client traffic use https and a client
+// without a certificate is refused.
+func TestTLS(t *testing.T) {
+	// On loopback the kernel connects from 127.0.0.1, and etcd checks a
+	// peer's source address against its certificate; real hosts connect
+	// from their member IP.
+	ips := []net.IP{net.ParseIP("127.0.0.1")}
+	for n := 1; n <= 9; n++ {
+		ips = append(ips, net.ParseIP(fmt.Sprintf("127.0.%d.%d", netTLS, n)))
+	}
+	files, err := harness.GenerateTLS(t.TempDir(), ips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cli := startCluster(t, netTLS, 3, func(o *harness.Options) { o.TLS = files })
+	c.Start(4)
+	c.WriteMembers(1, 2, 3, 4)
+	c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
+
+	members, err := c.MemberList(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		for _, u := range append(m.PeerURLs, m.ClientURLs...) {
+			if !strings.HasPrefix(u, "https://") {
+				t.Errorf("member %s has a plain-text URL %s", m.Name, u)
+			}
+		}
+	}
+	if err := plainClientRefused(c.ClientURL(1), files.CA); err != nil {
+		t.Error(err)
+	}
+}
+
+// The whole cluster stopped (SIGTERM) and later killed (SIGKILL) at once
+// comes back on its data: same cluster, same members, nothing moved aside.
+func TestWholeClusterRestarts(t *testing.T) {
+	c, cli := startCluster(t, netRestartAll, 3)
+	before, err := c.MemberList(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, stop := range []func(*harness.Agent){(*harness.Agent).Stop, (*harness.Agent).Kill} {
+		for _, n := range seq(1, 3) {
+			go stop(c.Agent(n))
+		}
+		harness.Eventually(t, 40*time.Second, "all agents stopped", func() error {
+			for _, n := range seq(1, 3) {
+				if c.Agent(n).Running() {
+					return errorf("agent %d still runs", n)
+				}
+			}
+			return nil
+		})
+		for _, n := range seq(1, 3) {
+			c.Agent(n).Restart()
+		}
+		c.Wait(cli, convergeTimeout, 1, 2, 3)
+	}
+	after, err := c.MemberList(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := map[uint64]bool{}
+	for _, m := range before {
+		ids[m.ID] = true
+	}
+	for _, m := range after {
+		if !ids[m.ID] {
+			t.Errorf("member %s has a new ID %x after the restart: the cluster was rebuilt, not restarted", m.Name, m.ID)
+		}
+	}
+	for _, n := range seq(1, 3) {
+		if dirs := movedAside(t, c, n); len(dirs) > 0 {
+			t.Errorf("agent %d moved data aside on a plain restart: %v", n, dirs)
+		}
+	}
+}
