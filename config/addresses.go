@@ -118,7 +118,7 @@ func checkAddress(errs *Errors, e AddressEntry) (netip.Addr, bool) {
 	addr, err := netip.ParseAddr(e.Text)
 	switch {
 	case err != nil:
-		errs.add(e.Where, e.Text, "must be an IPv4 or IPv6 address")
+		errs.add(e.Where, e.Text, "must be an IPv4 or IPv6 address (%s)", parseReason(err))
 	case addr.Zone() != "":
 		errs.add(e.Where, e.Text, "must not carry an IPv6 zone")
 	case addr.Is4In6():
@@ -151,4 +151,14 @@ func (c *Config) DesiredMembers() ([]netip.Addr, Errors) {
 	default:
 		return nil, Errors{{Path: "members.source", Value: c.Members.Source, Rule: "must be static or file"}}
 	}
+}
+
+// parseReason is netip's explanation without its echo of the input:
+// `ParseAddr("10.0.0.01"): IPv4 field has octet with leading zero`.
+func parseReason(err error) string {
+	msg := err.Error()
+	if _, reason, ok := strings.Cut(msg, "): "); ok {
+		return reason
+	}
+	return msg
 }

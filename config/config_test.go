@@ -73,7 +73,7 @@ func TestValidationRules(t *testing.T) {
 			`members.addresses[1]: "192.0.2.1": duplicate of members.addresses[0]`,
 			`members.addresses[2]: "2001:DB8::1": must be in canonical form: write 2001:db8::1`,
 			`members.addresses[3]: "::ffff:192.0.2.9": IPv4-mapped IPv6 addresses are ambiguous: write 192.0.2.9`,
-			`members.addresses[4]: "10.0.0.256": must be an IPv4 or IPv6 address`,
+			`members.addresses[4]: "10.0.0.256": must be an IPv4 or IPv6 address (IPv4 field has value >255)`,
 			`members.addresses[5]: "fe80::1": IPv6 link-local addresses need a zone, which etcd URLs cannot carry`,
 			`members.addresses[6]: "0.0.0.0": must be a unicast address a member can listen on`,
 			`members.addresses[7]: "224.0.0.1": must be a unicast address a member can listen on`,
@@ -92,7 +92,7 @@ func TestValidationRules(t *testing.T) {
 			`members.source: "etcd-cr": must be static or file`,
 		}},
 		{"node address", base + "node:\n  address: 192.0.2.01\n", []string{
-			`node.address: "192.0.2.01": must be an IPv4 or IPv6 address`,
+			`node.address: "192.0.2.01": must be an IPv4 or IPv6 address (IPv4 field has octet with leading zero)`,
 		}},
 		{"etcd fields", base + "etcd:\n  runtime: docker\n  dataDir: var/lib/etcd\n  clientPort: 70000\n  peerPort: -5\n  listenMetricsURL: tcp://127.0.0.1\n  logLevel: loud\n", []string{
 			`etcd.runtime: "docker": must be embedded (the static-pod runtime is not part of this build)`,
@@ -186,8 +186,8 @@ func TestMembersFile(t *testing.T) {
 		{"empty file is an empty list", "", nil, nil},
 		{"only comments", "# none yet\n", nil, nil},
 		{"two on a line", "192.0.2.1 192.0.2.2\n", nil, []string{`members.file line 1: "192.0.2.1 192.0.2.2": one address per line`}},
-		{"a port is not an address", "192.0.2.1:2380\n", nil, []string{`members.file line 1: "192.0.2.1:2380": must be an IPv4 or IPv6 address`}},
-		{"a hostname is not an address", "master-0\n", nil, []string{`members.file line 1: "master-0": must be an IPv4 or IPv6 address`}},
+		{"a port is not an address", "192.0.2.1:2380\n", nil, []string{`members.file line 1: "192.0.2.1:2380": must be an IPv4 or IPv6 address (unexpected character (at ":2380"))`}},
+		{"a hostname is not an address", "master-0\n", nil, []string{`members.file line 1: "master-0": must be an IPv4 or IPv6 address (unable to parse IP)`}},
 		{"duplicate across lines", "192.0.2.1\n# gap\n192.0.2.1\n", nil, []string{`members.file line 3: "192.0.2.1": duplicate of members.file line 1`}},
 	}
 	for _, tt := range tests {

@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -50,7 +51,7 @@ type Agent struct {
 	seenExits    uint64    // runtime exit count already accounted for
 	exits        int       // consecutive exits of the local member on its own
 	restartAfter time.Time // no restart before this (crash-loop backoff)
-	retries      int       // consecutive passes whose change must be retried
+	settling     int       // passes since the last progress, for settle()
 
 	health healthState
 }
@@ -87,7 +88,9 @@ func New(cfg *config.Config, log *slog.Logger, rt runtime.Runtime) (*Agent, erro
 		Pool: pool, Observer: a.observer, Log: log,
 		LockKey: "/etcdlet/" + cfg.Cluster.Name + "/membership-lock",
 		LockTTL: cfg.Agent.LockTTL,
-		Policy: etcdclient.Policy{Attempts: 4, InitialBackoff: 100 * time.Millisecond, MaxBackoff: time.Second,
+		// A change is retried for about a second under the lock: long
+		// enough for a learner that just started to catch up.
+		Policy: etcdclient.Policy{Attempts: 6, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
 			Jitter: 0.3, AttemptTimeout: cfg.Agent.CallTimeout},
 		OnChange: func(act membership.Action, r etcdclient.Result) {
 			m.MembershipChanges.WithLabelValues(string(act.Kind), string(r.Outcome)).Inc()
@@ -127,7 +130,6 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	})
 
-	a.source.Refresh()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -137,7 +139,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		case req := <-a.reloads:
 			req.reply <- a.applyReload(req.cfg)
 		case <-a.source.Changes():
+			a.settling = 0
 		case <-a.runtime.Changed():
+			a.settling = 0
 		case <-timer.C:
 		}
 		next := a.pass(ctx)
@@ -206,10 +210,13 @@ func (a *Agent) pass(ctx context.Context) time.Duration {
 	}()
 	interval := a.cfg.Agent.ReconcileInterval
 
+	// The watch reacts at once; this re-read catches what a watch can miss
+	// (a file that existed before the watch, a directory replaced).
+	a.source.Refresh()
 	addrs, ok := a.source.Current()
 	if !ok {
-		a.logOnce("list", "none", slog.LevelWarn, "waiting for a valid member list", "error", a.source.Err())
-		return interval
+		a.logOnce("list", fmt.Sprint(a.source.Err()), slog.LevelWarn, "waiting for a valid member list", "error", a.source.Err())
+		return a.settle()
 	}
 	a.rememberList(addrs)
 	desired := a.scheme.ForAll(addrs)
@@ -230,17 +237,15 @@ func (a *Agent) pass(ctx context.Context) time.Duration {
 		switch {
 		case err != nil:
 			a.log.Warn("membership step failed", "error", err)
-			requeue = min(requeue, a.backoff())
+			requeue = min(requeue, a.settle())
 		case res.Busy:
 			a.metrics.WriterLockBusy.Inc()
-			requeue = min(requeue, 500*time.Millisecond)
+			requeue = min(requeue, a.settle())
 		case res.Acted != nil && res.Result.Outcome == etcdclient.Done:
-			a.retries = 0
-			requeue = min(requeue, 100*time.Millisecond) // re-plan at once: the next step may be ready
-		case res.Acted != nil:
-			requeue = min(requeue, a.backoff())
-		default:
-			a.retries = 0
+			a.settling = 0
+			requeue = min(requeue, a.settle()) // the next step may be ready at once
+		case res.Acted != nil || waitsFor(res.Plan, membership.WaitLearnerNotStarted):
+			requeue = min(requeue, a.settle())
 		}
 	} else {
 		a.recordPlan(membership.Plan{})
@@ -248,13 +253,20 @@ func (a *Agent) pass(ctx context.Context) time.Duration {
 	return min(requeue, interval)
 }
 
-// backoff grows the requeue delay while a change keeps failing, so a
-// learner that is not up yet is not hammered, but a ready one is promoted
-// quickly.
-func (a *Agent) backoff() time.Duration {
-	a.retries++
-	d := 200 * time.Millisecond << min(a.retries-1, 5)
+// settle is how soon to look again while something is in motion (a join,
+// a change being retried, another writer at work): fast at first, then
+// slowing to the reconcile interval, so a join completes quickly but a
+// state that persists (a learner whose host is down) is not polled hard.
+// Progress (a list change, a change done, the local member started or
+// stopped) makes it fast again.
+func (a *Agent) settle() time.Duration {
+	d := time.Duration(float64(100*time.Millisecond) * math.Pow(1.5, float64(a.settling)))
+	a.settling++
 	return min(d, a.cfg.Agent.ReconcileInterval)
+}
+
+func waitsFor(p membership.Plan, reason membership.WaitReason) bool {
+	return slices.ContainsFunc(p.Waiting, func(w membership.Wait) bool { return w.Reason == reason })
 }
 
 // resolveSelf fixes this node's member identity for the agent's lifetime:

@@ -63,11 +63,15 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 
 	switch d.Kind {
 	case localmember.Restart, localmember.Bootstrap, localmember.Join:
-		if wait := time.Until(a.restartAfter); wait > 0 {
+		// Only a restart on existing data can be a crash loop: a join or
+		// bootstrap that fails leaves a WAL behind, so its retry is a
+		// restart. (A member stopping because it was removed is no crash.)
+		if wait := time.Until(a.restartAfter); d.Kind == localmember.Restart && wait > 0 {
 			return wait
 		}
 		a.start(ctx, d)
-		return time.Second
+		a.settling = 0
+		return a.settle()
 	case localmember.StopRemoved:
 		if err := a.runtime.Stop(ctx); err != nil {
 			a.log.Error("stop removed member", "error", err)
@@ -81,6 +85,11 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 	case localmember.DeclareStale:
 		a.stale = []uint64{d.StaleID}
 	case localmember.Wait:
+		if view.Reached {
+			// Waiting to be added: the writer may add this node any moment,
+			// and the learner should start soon after, or promotion waits.
+			return a.settle()
+		}
 		return time.Second
 	}
 	return interval
@@ -121,7 +130,7 @@ func (a *Agent) moveAside(memberID uint64, reason string) {
 			From: a.cfg.Etcd.DataDir, To: to, Reason: reason})
 	}
 	a.state.MemberID = ""
-	a.exits, a.restartAfter = 0, time.Time{}
+	a.exits, a.restartAfter, a.settling = 0, time.Time{}, 0
 	a.saveState()
 }
 

@@ -152,6 +152,13 @@ func TestAgentsRacingTheSameChange(t *testing.T) {
 			t.Errorf("%s %s: issued %d times (+%d already applied), want exactly once", change.action, change.member, issued, again)
 		}
 	}
+	harness.Eventually(t, 30*time.Second, "removed member's data moved aside", func() error {
+		if len(movedAside(t, c, 1)) == 0 {
+			return errorf("nothing moved aside yet")
+		}
+		return nil
+	})
+	requireKeptData(t, movedAside(t, c, 1))
 }
 
 func expectLog(a *harness.Agent, msg string, attrs map[string]string) error {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -79,12 +80,23 @@ func (s *Source) SetConfig(cfg *config.Config) {
 	s.Refresh()
 }
 
+// settle is how long a members file must be unchanged before it is read:
+// a tool that writes in several steps (truncate, then write) must not be
+// read half-way, when a shortened list would look like removals.
+const settle = 50 * time.Millisecond
+
 // Refresh reads the configured source and applies the rules. It returns
-// true when the list in force changed.
+// true when the list in force changed. A members file modified within the
+// last moments is left for the watch to read once it settled.
 func (s *Source) Refresh() bool {
 	s.mu.Lock()
 	cfg := s.cfg
 	s.mu.Unlock()
+	if cfg.Members.Source == config.SourceFile {
+		if fi, err := os.Stat(cfg.Members.File); err == nil && time.Since(fi.ModTime()) < settle {
+			return false
+		}
+	}
 	addrs, errs := cfg.DesiredMembers()
 	key := fingerprint(addrs, errs)
 
@@ -163,9 +175,8 @@ func (s *Source) Watch(ctx context.Context) error {
 		return err
 	}
 	close(s.watching)
-	// Editors and tools write in several steps; settle briefly so one
-	// change is read once, complete.
-	const settle = 50 * time.Millisecond
+	// Read once the file has been quiet for the settle time, so a change
+	// written in several steps is read once, complete.
 	var debounce <-chan time.Time
 	for {
 		select {

@@ -33,6 +33,17 @@ func write(t *testing.T, path, content string) {
 	}
 }
 
+// writeSettled writes a file that was last modified a while ago, as one
+// present before the agent started.
+func writeSettled(t *testing.T, path, content string) {
+	t.Helper()
+	write(t, path, content)
+	old := time.Now().Add(-time.Minute)
+	if err := os.Chtimes(path, old, old); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // waitChange waits for a change notification; the promise is that
 // a file change is acted on within a second.
 func waitChange(t *testing.T, s *Source) {
@@ -56,7 +67,7 @@ func current(s *Source) string {
 func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "members")
-	write(t, path, "192.0.2.1\n192.0.2.2\n192.0.2.3\n")
+	writeSettled(t, path, "192.0.2.1\n192.0.2.2\n192.0.2.3\n")
 	var rejected atomic.Int32
 	s := New(fileConfig(path, 3), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
 	s.OnReload = func(ok bool) {
@@ -91,6 +102,14 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 	if current(s) != "192.0.2.1 192.0.2.2 192.0.2.4 " {
 		t.Errorf("a rejected list replaced the good one: %q", current(s))
 	}
+	// A file modified a moment ago is not read outside the watch: it may be
+	// half-written (truncated, not yet filled), which looks like removals.
+	if err := os.WriteFile(path, []byte("192.0.2.1\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if s.Refresh() || current(s) != "192.0.2.1 192.0.2.2 192.0.2.4 " {
+		t.Errorf("a file modified just now was read: %q", current(s))
+	}
 	// Removing the file is a rejection too, never an empty list.
 	os.Remove(path)
 	s.Refresh()
@@ -100,7 +119,7 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 
 	// A reload that names another file moves the watch there.
 	other := filepath.Join(t.TempDir(), "endpoints")
-	write(t, other, "192.0.2.7\n192.0.2.8\n192.0.2.9\n")
+	writeSettled(t, other, "192.0.2.7\n192.0.2.8\n192.0.2.9\n")
 	s.SetConfig(fileConfig(other, 3))
 	waitChange(t, s)
 	write(t, other, "192.0.2.7\n192.0.2.8\n192.0.2.6\n")
@@ -112,7 +131,7 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 
 func TestFallbackListIsInForceUntilAGoodRead(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "members")
-	write(t, path, "not-an-ip\n")
+	writeSettled(t, path, "not-an-ip\n")
 	s := New(fileConfig(path, 0), slog.New(slog.NewTextHandler(io.Discard, nil)), []netip.Addr{netip.MustParseAddr("192.0.2.1")})
 	s.Refresh()
 	if addrs, ok := s.Current(); !ok || len(addrs) != 1 {

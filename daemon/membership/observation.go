@@ -30,6 +30,11 @@ type Member struct {
 type Health struct {
 	// Reachable is true when Status answered within the call timeout.
 	Reachable bool
+	// PeerListening is set for a learner whose Status does not answer but
+	// whose peer listener accepts connections: its server runs. etcd serves
+	// a learner's client port only once it published itself (seconds after
+	// start), while the learner can be promoted almost at once.
+	PeerListening bool
 	// Problem explains why the member is not healthy; empty when healthy.
 	Problem          string
 	Leader           uint64

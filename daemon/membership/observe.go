@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -154,7 +156,12 @@ func (o *Observer) health(ctx context.Context, m Member, clusterID uint64) Healt
 		if !m.Started() {
 			problem = "not started: " + problem
 		}
-		return Health{Problem: problem}
+		h := Health{Problem: problem}
+		if m.IsLearner && peerListening(ctx, m) {
+			h.PeerListening = true
+			h.Problem = "learner runs and catches up; etcd serves its client port once it published itself"
+		}
+		return h
 	}
 	h := Health{Reachable: true, Leader: s.Leader, RaftTerm: s.RaftTerm, RaftIndex: s.RaftIndex,
 		RaftAppliedIndex: s.RaftAppliedIndex, DBSize: s.DbSize, Version: s.Version}
@@ -199,4 +206,21 @@ func Endpoints(desired []identity.Member, members []Member, extra ...string) []s
 	eps = append(eps, extra...)
 	slices.Sort(eps)
 	return slices.Compact(eps)
+}
+
+// peerListening dials the member's peer listener: a TCP connection (no TLS
+// handshake needed) says its server runs.
+func peerListening(ctx context.Context, m Member) bool {
+	for _, raw := range m.PeerURLs {
+		u, err := url.Parse(raw)
+		if err != nil || u.Host == "" {
+			continue
+		}
+		conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", u.Host)
+		if err == nil {
+			conn.Close()
+			return true
+		}
+	}
+	return false
 }

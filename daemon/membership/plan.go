@@ -117,15 +117,16 @@ type WaitReason string
 
 // Why a change waits. Each is a refusal the planner makes for safety.
 const (
-	WaitEmptyList       WaitReason = "EmptyList"       // an empty list never removes members
-	WaitNoQuorum        WaitReason = "NoQuorum"        // the cluster cannot commit any change
-	WaitWouldLoseQuorum WaitReason = "WouldLoseQuorum" // removal would leave too few healthy voters
-	WaitLastVoter       WaitReason = "LastVoter"       // the last voter is never removed
-	WaitLearnerPending  WaitReason = "LearnerPending"  // etcd allows one learner at a time
-	WaitUnhealthyVoter  WaitReason = "UnhealthyVoter"  // etcd refuses adds until every voter is connected
-	WaitJoinPending     WaitReason = "JoinPending"     // a replacement votes before the old member leaves
-	WaitNoTransferee    WaitReason = "NoTransferee"    // no healthy voter can take leadership
-	WaitConflict        WaitReason = "Conflict"        // identity half-matches; needs an operator
+	WaitEmptyList         WaitReason = "EmptyList"         // an empty list never removes members
+	WaitNoQuorum          WaitReason = "NoQuorum"          // the cluster cannot commit any change
+	WaitWouldLoseQuorum   WaitReason = "WouldLoseQuorum"   // removal would leave too few healthy voters
+	WaitLastVoter         WaitReason = "LastVoter"         // the last voter is never removed
+	WaitLearnerPending    WaitReason = "LearnerPending"    // etcd allows one learner at a time
+	WaitLearnerNotStarted WaitReason = "LearnerNotStarted" // promotion waits for the learner's server
+	WaitUnhealthyVoter    WaitReason = "UnhealthyVoter"    // etcd refuses adds until every voter is connected
+	WaitJoinPending       WaitReason = "JoinPending"       // a replacement votes before the old member leaves
+	WaitNoTransferee      WaitReason = "NoTransferee"      // no healthy voter can take leadership
+	WaitConflict          WaitReason = "Conflict"          // identity half-matches; needs an operator
 )
 
 // Wait is a change that is needed but refused for now, and why.
@@ -163,7 +164,8 @@ func (p Plan) Converged() bool { return p.Next == nil && len(p.Waiting) == 0 }
 //  3. dead members that are not listed (or stale incarnations of this
 //     node) go next, when the healthy voters keep quorum: etcd refuses to
 //     add anyone while a voter is disconnected, so they block every join;
-//  4. a listed learner is promoted (etcd says when it is in sync);
+//  4. a listed learner is promoted once its server runs (etcd says when
+//     it is in sync);
 //  5. a missing member is added as a learner, one at a time, only when
 //     every voter is healthy;
 //  6. a healthy member that is not listed is removed only when no listed
@@ -223,7 +225,13 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 	if len(learners) > 0 {
 		l := learners[0]
 		name := nameOr(l, pairDesired(m, l.ID).Name)
-		p = p.next(Action{Kind: ActionPromote, Name: name, PeerURL: first(l.PeerURLs), MemberID: l.ID, Reason: "listed learner joins the voters once in sync"})
+		if l.Health.Reachable || l.Health.PeerListening {
+			p = p.next(Action{Kind: ActionPromote, Name: name, PeerURL: first(l.PeerURLs), MemberID: l.ID, Reason: "listed learner joins the voters once in sync"})
+		} else {
+			// Promoting a learner whose server does not run yet can only
+			// fail; its agent starts it once it sees the learner.
+			p.wait(ActionPromote, name, WaitLearnerNotStarted, "the learner's server does not run yet: "+l.Health.Problem)
+		}
 		for _, d := range m.Missing {
 			p.wait(ActionAddLearner, d.Name, WaitLearnerPending, fmt.Sprintf("learner %s must be promoted first; etcd allows one learner at a time", name))
 		}

@@ -100,10 +100,12 @@ func TestMakePlan(t *testing.T) {
 			waits:   []string{"LearnerPending etcd-main-192.0.2.5"},
 		},
 		{
-			name:    "unstarted learner is promoted under its listed name",
+			name:    "a running learner that has not published itself yet is promoted under its listed name",
 			desired: desired("192.0.2.1", "192.0.2.4"),
-			obs:     obs(1, member("192.0.2.1", 1), member("192.0.2.4", 4, learner, unstarted)),
-			want:    "promote etcd-main-192.0.2.4 [4]",
+			obs: obs(1, member("192.0.2.1", 1), member("192.0.2.4", 4, learner, unstarted, func(m *Member) {
+				m.Health.PeerListening = true // etcd serves its client port only once published
+			})),
+			want: "promote etcd-main-192.0.2.4 [4]",
 		},
 		{
 			name:    "add waits while a voter is unhealthy",
@@ -136,11 +138,10 @@ func TestMakePlan(t *testing.T) {
 			waits:   []string{"WouldLoseQuorum etcd-main-192.0.2.3"},
 		},
 		{
-			name:    "a dead listed learner is still promoted first (etcd decides when it is in sync)",
-			desired: desired("192.0.2.2"),
+			name:    "a listed learner whose server does not answer yet is not promoted, and blocks the rest",
+			desired: desired("192.0.2.2", "192.0.2.3"),
 			obs:     obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2, learner, down)),
-			want:    "promote etcd-main-192.0.2.2",
-			waits:   []string{"JoinPending etcd-main-192.0.2.1"},
+			waits:   []string{"LearnerNotStarted etcd-main-192.0.2.2", "LearnerPending etcd-main-192.0.2.3", "JoinPending etcd-main-192.0.2.1"},
 		},
 		{
 			name:    "the last voter is never removed",

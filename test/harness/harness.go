@@ -64,6 +64,16 @@ type Options struct {
 	TLS *TLSFiles
 	// ReconcileInterval defaults to 2s.
 	ReconcileInterval time.Duration
+	// Addr, when set, gives agent n's address instead of 127.0.<Net>.<n>.
+	Addr func(n int) string
+	// DetectAddress leaves node.address empty: agents detect it.
+	DetectAddress bool
+	// Wrap, when set, returns the command line that runs etcdlet for agent
+	// n, e.g. inside a network namespace.
+	Wrap func(n int, argv []string) []string
+	// Ports, when set, are used as they are (addresses in namespaces the
+	// host cannot probe).
+	Ports *Ports
 }
 
 // Cluster is a set of agents sharing a members file.
@@ -88,18 +98,31 @@ func NewCluster(t TB, binary, dir string, opts Options) *Cluster {
 	if opts.ReconcileInterval == 0 {
 		opts.ReconcileInterval = 2 * time.Second
 	}
-	c := &Cluster{t: t, Binary: binary, Dir: dir, Opts: opts, Members: filepath.Join(dir, "members"), agents: map[int]*Agent{}}
-	ips := make([]string, 0, 9)
-	for n := 1; n <= 9; n++ {
-		ips = append(ips, c.IP(n))
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		t.Fatalf("%v", err)
 	}
-	c.Ports = freePorts(t, ips)
+	c := &Cluster{t: t, Binary: binary, Dir: dir, Opts: opts, Members: filepath.Join(dir, "members"), agents: map[int]*Agent{}}
+	if opts.Ports != nil {
+		c.Ports = *opts.Ports
+	} else {
+		ips := make([]string, 0, 9)
+		for n := 1; n <= 9; n++ {
+			ips = append(ips, c.IP(n))
+		}
+		c.Ports = freePorts(t, ips)
+	}
 	t.Cleanup(c.StopAll)
 	return c
 }
 
-// IP returns the address of agent n: 127.0.<Net>.<n>.
-func (c *Cluster) IP(n int) string { return fmt.Sprintf("127.0.%d.%d", c.Opts.Net, n) }
+// IP returns the address of agent n: 127.0.<Net>.<n> unless Options.Addr
+// says otherwise.
+func (c *Cluster) IP(n int) string {
+	if c.Opts.Addr != nil {
+		return c.Opts.Addr(n)
+	}
+	return fmt.Sprintf("127.0.%d.%d", c.Opts.Net, n)
+}
 
 // Name is agent n's member name.
 func (c *Cluster) Name(n int) string { return "etcd-main-" + c.IP(n) }
@@ -117,7 +140,9 @@ func (c *Cluster) ClientURL(n int) string {
 func (c *Cluster) DataDir(n int) string { return filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "data") }
 
 // ConfigPath is agent n's configuration file.
-func (c *Cluster) ConfigPath(n int) string { return filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "config.yaml") }
+func (c *Cluster) ConfigPath(n int) string {
+	return filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "config.yaml")
+}
 
 // WriteMembers replaces the members file atomically (write, rename), the
 // way an external tool updates it.
@@ -155,7 +180,9 @@ func (c *Cluster) WriteConfig(n int) {
 		fmt.Fprintf(&b, "  replicas: %d\n", c.Opts.Replicas)
 	}
 	fmt.Fprintf(&b, "members:\n  source: file\n  file: %s\n", c.Members)
-	fmt.Fprintf(&b, "node:\n  address: %s\n", c.IP(n))
+	if !c.Opts.DetectAddress {
+		fmt.Fprintf(&b, "node:\n  address: %s\n", c.IP(n))
+	}
 	fmt.Fprintf(&b, "etcd:\n  dataDir: %s\n  clientPort: %d\n  peerPort: %d\n  listenMetricsURL: http://%s:%d\n  logLevel: warn\n",
 		c.DataDir(n), c.Ports.Client, c.Ports.Peer, c.IP(n), c.Ports.Metrics)
 	if tls := c.Opts.TLS; tls != nil {
@@ -239,7 +266,11 @@ func (a *Agent) start() {
 	if err != nil {
 		a.c.t.Fatalf("%v", err)
 	}
-	cmd := exec.Command(a.c.Binary, "run", "--config", a.c.ConfigPath(a.N))
+	argv := []string{a.c.Binary, "run", "--config", a.c.ConfigPath(a.N)}
+	if a.c.Opts.Wrap != nil {
+		argv = a.c.Opts.Wrap(a.N, argv)
+	}
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

@@ -1,0 +1,47 @@
+# etcdlet — build, test, demo, bench, lint.
+#
+#   make demo    three agents on 127.0.0.1-3 form a cluster, a fourth joins, one leaves
+#   make test    everything the tests need, then every test (unit + end-to-end)
+
+SHELL      := /bin/bash
+GO         ?= go
+BIN        := bin/etcdlet
+VERSION    ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS    := -X main.version=$(VERSION)
+# End-to-end tests start real etcd clusters; they need time, not retries.
+TEST_FLAGS ?= -count=1 -timeout 25m
+
+.PHONY: all build test test-deps unit e2e demo bench lint clean
+
+all: build
+
+build:
+	$(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/etcdlet
+
+# test-deps installs what the tests need and fails loudly when it cannot.
+test-deps:
+	@hack/test-deps.sh
+
+test: test-deps lint
+	$(GO) test $(TEST_FLAGS) -race $$($(GO) list ./... | grep -v '/test$$')
+	$(GO) test $(TEST_FLAGS) ./test/
+
+unit:
+	$(GO) test $(TEST_FLAGS) -race $$($(GO) list ./... | grep -v '/test$$')
+
+e2e:
+	$(GO) test $(TEST_FLAGS) -v ./test/
+
+demo: build
+	@hack/demo.sh $(BIN)
+
+bench:
+	$(GO) run ./test/bench
+
+lint:
+	@out=$$(gofmt -l .); \
+	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+clean:
+	rm -rf bin dist
