@@ -35,8 +35,11 @@ e2e:
 demo: build
 	@hack/demo.sh $(BIN)
 
+# Membership latency and idle cost against a floor measured in the same
+# run, then pacemaker parse/build and one real crm_mon poll (ns/op, allocs/op).
 bench:
 	$(GO) run ./test/bench
+	$(GO) test -run '^$$' -bench . -benchmem ./daemon/pacemaker/
 
 lint:
 	@out=$$(gofmt -l .); \

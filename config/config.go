@@ -47,11 +47,12 @@ const (
 
 // Config is the whole etcdlet configuration file.
 type Config struct {
-	Cluster Cluster `yaml:"cluster"`
-	Members Members `yaml:"members"`
-	Node    Node    `yaml:"node"`
-	Etcd    Etcd    `yaml:"etcd"`
-	Agent   Agent   `yaml:"agent"`
+	Cluster   Cluster   `yaml:"cluster"`
+	Members   Members   `yaml:"members"`
+	Node      Node      `yaml:"node"`
+	Etcd      Etcd      `yaml:"etcd"`
+	Agent     Agent     `yaml:"agent"`
+	Pacemaker Pacemaker `yaml:"pacemaker"`
 }
 
 // Cluster identifies the etcd cluster that the member list describes.
@@ -184,6 +185,7 @@ func (c *Config) applyDefaults() {
 	if c.Agent.LockTTL == 0 {
 		c.Agent.LockTTL = DefaultLockTTL
 	}
+	c.Pacemaker.applyDefaults()
 }
 
 func setDefault(field *string, value string) {

@@ -72,6 +72,7 @@ func (c *Config) Validate() error {
 	c.validateNode(&errs)
 	c.validateEtcd(&errs)
 	c.validateAgent(&errs)
+	c.Pacemaker.validate(&errs)
 	return errs.Err()
 }
 

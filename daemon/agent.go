@@ -23,6 +23,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
+	"github.com/etcdlet/etcdlet/daemon/pacemaker"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
@@ -42,6 +43,7 @@ type Agent struct {
 	metrics    *metrics.Metrics
 	listener   net.Listener
 	reloads    chan reloadRequest
+	pacemaker  *pacemakerHealth // nil unless pacemaker.enabled
 
 	// Loop-owned bookkeeping.
 	self         identity.Member
@@ -96,6 +98,14 @@ func New(cfg *config.Config, log *slog.Logger, rt runtime.Runtime) (*Agent, erro
 			m.MembershipChanges.WithLabelValues(string(act.Kind), string(r.Outcome)).Inc()
 		},
 	}
+	if cfg.Pacemaker.Enabled {
+		collector, err := pacemaker.NewCollector(cfg.Pacemaker, log.With("component", "pacemaker"))
+		if err != nil {
+			pool.Close()
+			return nil, err
+		}
+		a.pacemaker = &pacemakerHealth{collector: collector}
+	}
 	if a.listener, err = net.Listen("tcp", cfg.Agent.Listen); err != nil {
 		pool.Close()
 		return nil, fmt.Errorf("agent.listen %s: %w", cfg.Agent.Listen, err)
@@ -124,6 +134,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()
 	srv := a.serveHTTP(&wg)
+	if a.pacemaker != nil {
+		wg.Go(func() { a.runPacemaker(loopCtx) })
+	}
 	wg.Go(func() {
 		if err := a.source.Watch(loopCtx); err != nil {
 			a.log.Error("members file watch stopped; changes are picked up on each reconcile pass", "error", err)
@@ -197,6 +210,7 @@ func immutableChanges(old, next *config.Config) []string {
 	check("node.address", old.Node.Address != next.Node.Address)
 	check("etcd", fmt.Sprint(old.Etcd) != fmt.Sprint(next.Etcd))
 	check("agent", old.Agent != next.Agent)
+	check("pacemaker", fmt.Sprint(old.Pacemaker) != fmt.Sprint(next.Pacemaker))
 	return fields
 }
 

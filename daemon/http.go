@@ -31,7 +31,7 @@ func (h *healthState) since() (time.Duration, bool) {
 	return time.Since(h.lastPass), true
 }
 
-// serveHTTP serves /metrics and /healthz on the agent listener.
+// serveHTTP serves /metrics, /healthz and /pacemaker on the agent listener.
 func (a *Agent) serveHTTP(wg *sync.WaitGroup) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{}))
@@ -49,6 +49,7 @@ func (a *Agent) serveHTTP(wg *sync.WaitGroup) *http.Server {
 			fmt.Fprintf(w, "ok: last reconcile pass %s ago\n", age.Round(time.Millisecond))
 		}
 	})
+	mux.HandleFunc("GET /pacemaker", a.servePacemaker)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	wg.Go(func() {
 		if err := srv.Serve(a.listener); err != nil && err != http.ErrServerClosed {

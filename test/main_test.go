@@ -45,6 +45,7 @@ const (
 	netBadReload
 	netTLS
 	netRestartAll
+	netPacemaker
 )
 
 // maxWriteGap bounds how long the cluster may refuse writes during a

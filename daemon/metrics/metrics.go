@@ -24,6 +24,11 @@ type Metrics struct {
 	PlanWaiting       *prometheus.GaugeVec
 	LocalDecision     *prometheus.GaugeVec
 	DataDirsMoved     prometheus.Counter
+
+	PacemakerPolls        *prometheus.CounterVec
+	PacemakerPollDuration prometheus.Histogram
+	PacemakerKnown        prometheus.Gauge
+	PacemakerCondition    *prometheus.GaugeVec
 }
 
 // New registers every collector, plus Go runtime and process collectors.
@@ -62,6 +67,18 @@ func New() *Metrics {
 		DataDirsMoved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "etcdlet_data_dirs_moved_aside_total", Help: "Data dirs moved aside (never deleted)."}),
 	}
+	m.PacemakerPolls = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdlet_pacemaker_polls_total", Help: "Pacemaker polls, by result (known, unknown)."}, []string{"result"})
+	m.PacemakerPollDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "etcdlet_pacemaker_poll_duration_seconds", Help: "Duration of pacemaker polls (crm_mon, CIB, corosync).",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 12)})
+	m.PacemakerKnown = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "etcdlet_pacemaker_known", Help: "1 when the last poll gave a usable pacemaker state."})
+	m.PacemakerCondition = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdlet_pacemaker_condition",
+		Help: "PacemakerCluster conditions of the last poll: 1 True, 0 False, -1 Unknown. node and resource (Kubelet, Etcd or a fencing agent) are empty for cluster conditions."},
+		[]string{"node", "resource", "type"})
+	r.MustRegister(m.PacemakerPolls, m.PacemakerPollDuration, m.PacemakerKnown, m.PacemakerCondition)
 	r.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.MembershipChanges, m.WriterLockBusy, m.ListReloads,
 		m.DesiredMembers, m.Members, m.HealthyVoters, m.ClusterReachable, m.PlanWaiting, m.LocalDecision, m.DataDirsMoved,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

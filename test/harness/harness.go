@@ -6,9 +6,11 @@ package harness
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -74,6 +76,9 @@ type Options struct {
 	// Ports, when set, are used as they are (addresses in namespaces the
 	// host cannot probe).
 	Ports *Ports
+	// Extra is appended to every agent's configuration (more top-level
+	// sections, e.g. "pacemaker:").
+	Extra string
 }
 
 // Cluster is a set of agents sharing a members file.
@@ -194,6 +199,7 @@ func (c *Cluster) WriteConfig(n int) {
 	if tls := c.Opts.TLS; tls != nil {
 		fmt.Fprintf(&b, "  etcdClientTLS: {certFile: %s, keyFile: %s, caFile: %s}\n", tls.ClientCert, tls.ClientKey, tls.CA)
 	}
+	b.WriteString(c.Opts.Extra)
 	if err := os.WriteFile(c.ConfigPath(n), []byte(b.String()), 0o600); err != nil {
 		c.t.Fatalf("%v", err)
 	}
@@ -395,18 +401,29 @@ func (a *Agent) CountLog(msg string, attrs map[string]string) int {
 	return n
 }
 
-// Metric reads one unlabelled counter or gauge from the agent's /metrics.
-func (a *Agent) Metric(name string) (float64, error) {
-	url := fmt.Sprintf("http://%s/metrics", net.JoinHostPort(a.c.IP(a.N), strconv.Itoa(a.c.Ports.Agent)))
+// Get fetches a path from the agent's HTTP listener.
+func (a *Agent) Get(path string) (int, []byte, error) {
+	url := fmt.Sprintf("http://%s%s", net.JoinHostPort(a.c.IP(a.N), strconv.Itoa(a.c.Ports.Agent)), path)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
+	body, err := io.ReadAll(resp.Body)
+	return resp.StatusCode, body, err
+}
+
+// Metric reads one sample from the agent's /metrics; name includes the
+// labels as Prometheus prints them, e.g. `x{a="b"}`.
+func (a *Agent) Metric(name string) (float64, error) {
+	_, body, err := a.Get("/metrics")
+	if err != nil {
+		return 0, err
+	}
+	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
 		if len(fields) == 2 && fields[0] == name {

@@ -1,0 +1,194 @@
+package pacemaker
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/pacemaker/runner"
+)
+
+// TestPollUnknownWithRealCrmMon drives the real crm_mon into each way it
+// can fail and checks that Poll returns promptly with an unknown state and
+// a reason, never a half-read cluster.
+func TestPollUnknownWithRealCrmMon(t *testing.T) {
+	requireTools(t, "crm_mon")
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "hung-cib.xml")
+	// crm_mon blocks opening a FIFO nobody writes: a hung crm_mon.
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	healthy := mustAbs("testdata/cib/healthy.xml")
+
+	tests := []struct {
+		name       string
+		opts       func(*config.Pacemaker)
+		runner     func(*Collector) // replaces the runner, still exec'ing for real
+		ctx        func() (context.Context, context.CancelFunc)
+		wantReason string
+	}{
+		{
+			name:       "missing binary",
+			opts:       func(o *config.Pacemaker) { o.CrmMon = "/nonexistent/crm_mon" },
+			wantReason: "no such file or directory",
+		},
+		{
+			// No CIB_file and no cluster on this host.
+			name:       "not connected (exit 102)",
+			opts:       func(o *config.Pacemaker) { o.CIBFile = ""; o.Cibadmin = "/bin/false"; o.CorosyncCmapctl = "/bin/false" },
+			wantReason: "crm_mon exited 102 (not connected)",
+		},
+		{
+			// Exit 0, but an <errors> element and no <summary>.
+			name:       "missing CIB file",
+			opts:       func(o *config.Pacemaker) { o.CIBFile = filepath.Join(dir, "absent.xml") },
+			wantReason: "Could not connect to the CIB",
+		},
+		{
+			name:       "hung",
+			opts:       func(o *config.Pacemaker) { o.CIBFile = fifo; o.CommandTimeout = time.Second },
+			wantReason: "timed out after 1s",
+		},
+		{
+			name: "cancelled",
+			opts: func(o *config.Pacemaker) { o.CIBFile = fifo; o.CommandTimeout = time.Minute },
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 500*time.Millisecond)
+			},
+			wantReason: "context deadline exceeded",
+		},
+		{
+			name: "output over the limit",
+			opts: func(o *config.Pacemaker) { o.CIBFile = healthy },
+			runner: func(c *Collector) {
+				c.Runner = runner.Exec{Timeout: 10 * time.Second, MaxOutput: 1024}
+			},
+			wantReason: "output exceeds the size limit",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := config.DefaultPacemaker()
+			o.CIBFile = healthy
+			tt.opts(&o)
+			c, err := NewCollector(o, quietLog())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tt.runner != nil {
+				tt.runner(c)
+			}
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if tt.ctx != nil {
+				ctx, cancel = tt.ctx()
+			}
+			defer cancel()
+			start := time.Now()
+			snap := c.Poll(ctx)
+			if elapsed := time.Since(start); elapsed > 5*time.Second {
+				t.Errorf("Poll took %s; a failing crm_mon must not stall the agent", elapsed)
+			}
+			if snap.Known || snap.Cluster != nil {
+				t.Fatalf("Known = %v with cluster %v; want unknown", snap.Known, snap.Cluster)
+			}
+			if !strings.Contains(snap.Reason, tt.wantReason) {
+				t.Errorf("Reason = %q, want it to contain %q", snap.Reason, tt.wantReason)
+			}
+			if _, err := c.Build(snap, nil, fixtureNow); !errors.Is(err, ErrUnknown) {
+				t.Errorf("Build(unknown) error = %v, want ErrUnknown", err)
+			}
+		})
+	}
+}
+
+// TestPollLiveModeCommands checks what the collector runs when it talks to
+// a live cluster (the live end-to-end test runs them for real): crm_mon
+// without CIB_file, `cibadmin --query --scope configuration` and
+// `corosync-cmapctl nodelist.node`, and that a failing cibadmin or
+// corosync-cmapctl narrows the result instead of voiding it.
+func TestPollLiveModeCommands(t *testing.T) {
+	mon, err := os.ReadFile("testdata/crm_mon/two-fence-devices.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var (
+		mu  sync.Mutex // Poll runs the three commands concurrently
+		ran []string
+	)
+	fake := runner.Func(func(_ context.Context, cmd runner.Command) (runner.Result, error) {
+		mu.Lock()
+		ran = append(ran, cmd.String())
+		mu.Unlock()
+		switch cmd.Path {
+		case "crm_mon":
+			return runner.Result{Stdout: mon}, nil
+		case "corosync-cmapctl":
+			return runner.Result{Stdout: []byte("nodelist.node.0.name (str) = master-0\nnodelist.node.0.nodeid (u32) = 1\nnodelist.node.0.ring0_addr (str) = 198.51.100.10\n")}, nil
+		default: // cibadmin: the CIB is not reachable
+			return runner.Result{ExitCode: 102, Stderr: []byte("Could not connect to the CIB: Transport endpoint is not connected\n")}, nil
+		}
+	})
+	var logs bytes.Buffer
+	c, err := NewCollector(config.DefaultPacemaker(), slog.New(slog.NewTextHandler(&logs, nil)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Runner = fake
+	c.Location = time.UTC
+	snap := c.Poll(context.Background())
+	if !snap.Known {
+		t.Fatalf("unknown: %s", snap.Reason)
+	}
+	want := []string{
+		"crm_mon --one-shot --inactive --output-as=xml",
+		"cibadmin --query --scope configuration",
+		"corosync-cmapctl nodelist.node",
+	}
+	for _, w := range want {
+		found := false
+		for _, r := range ran {
+			found = found || r == w
+		}
+		if !found {
+			t.Errorf("did not run %q (ran %q)", w, ran)
+		}
+	}
+	m0 := snap.Cluster.Nodes[0]
+	if len(m0.Addresses) != 1 || m0.Addresses[0].String() != "198.51.100.10" {
+		t.Errorf("master-0 addresses = %v, want corosync's 198.51.100.10", m0.Addresses)
+	}
+	// Without the CIB only the id convention is left: master-0_redfish
+	// still maps, ipmi-rack1 (target only in pcmk_host_map) cannot.
+	var ids []string
+	for _, d := range m0.Devices {
+		ids = append(ids, d.ID)
+	}
+	if strings.Join(ids, ",") != "master-0_redfish" {
+		t.Errorf("master-0 devices = %v, want only master-0_redfish", ids)
+	}
+	if notes := strings.Join(snap.Cluster.Notes, "\n"); !strings.Contains(notes, "cibadmin exited 102") || !strings.Contains(notes, "ipmi-rack1: no target node found") {
+		t.Errorf("notes do not explain the missing CIB:\n%s", notes)
+	}
+	if !strings.Contains(logs.String(), `level=WARN msg="pacemaker input problem" note="CIB configuration unavailable (cibadmin exited 102`) {
+		t.Errorf("the missing CIB was not logged as a warning:\n%s", logs.String())
+	}
+}
+
+func TestPollDurationAndTime(t *testing.T) {
+	c := fixtureCollector(t, "healthy", nil)
+	before := time.Now()
+	snap := c.Poll(context.Background())
+	if snap.Time.Before(before) || snap.Duration <= 0 || snap.Duration > 10*time.Second {
+		t.Errorf("Time = %s, Duration = %s; want the poll's start and a positive duration", snap.Time, snap.Duration)
+	}
+}

@@ -1,0 +1,177 @@
+package runner
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The test binary doubles as the child process: with helperEnv set it
+// behaves as the mode names and never runs the tests. This gives the
+// runner real processes, pipes and process groups without a shell.
+const helperEnv = "ETCDLET_RUNNER_HELPER"
+
+func TestMain(m *testing.M) {
+	switch os.Getenv(helperEnv) {
+	case "":
+		os.Exit(m.Run())
+	case "echo":
+		fmt.Printf("args=%s extra=%s", strings.Join(os.Args[1:], ","), os.Getenv("EXTRA"))
+		fmt.Fprint(os.Stderr, "some diagnostics")
+		os.Exit(3)
+	case "hang":
+		// Fork a grandchild in the same process group, report its PID,
+		// then hang: cancellation must take both down.
+		child := exec.Command(os.Args[0])
+		child.Env = append(os.Environ(), helperEnv+"=sleep")
+		if err := child.Start(); err != nil {
+			os.Exit(99)
+		}
+		fmt.Println(child.Process.Pid)
+		time.Sleep(time.Hour)
+	case "sleep":
+		time.Sleep(time.Hour)
+	case "flood":
+		line := bytes.Repeat([]byte("x"), 4096)
+		for {
+			if _, err := os.Stdout.Write(line); err != nil {
+				os.Exit(98)
+			}
+		}
+	case "noisy-stderr":
+		os.Stderr.Write(bytes.Repeat([]byte("e"), 4*maxStderr))
+		fmt.Print("done")
+	}
+}
+
+func helper(mode string, args ...string) Command {
+	return Command{Path: os.Args[0], Args: args, Env: []string{helperEnv + "=" + mode}}
+}
+
+func TestExecPassesArgsEnvAndExitCode(t *testing.T) {
+	cmd := helper("echo", "--one-shot", "a b")
+	cmd.Env = append(cmd.Env, "EXTRA=CIB_file-like")
+	res, err := Exec{Timeout: 10 * time.Second, MaxOutput: 1 << 20}.Run(context.Background(), cmd)
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if res.ExitCode != 3 {
+		t.Errorf("exit code = %d, want 3 (a non-zero exit is a result, not an error)", res.ExitCode)
+	}
+	// "a b" arrives as one argument: nothing was split by a shell.
+	if got, want := string(res.Stdout), "args=--one-shot,a b extra=CIB_file-like"; got != want {
+		t.Errorf("stdout = %q, want %q", got, want)
+	}
+	if string(res.Stderr) != "some diagnostics" {
+		t.Errorf("stderr = %q", res.Stderr)
+	}
+}
+
+func TestExecMissingBinary(t *testing.T) {
+	_, err := Exec{Timeout: time.Second}.Run(context.Background(), Command{Path: "/nonexistent/crm_mon"})
+	if err == nil || !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("err = %v, want a start error wrapping ErrNotExist", err)
+	}
+}
+
+func TestExecKillsProcessGroup(t *testing.T) {
+	tests := []struct {
+		name    string
+		run     func(Command) (Result, error)
+		wantErr error
+	}{
+		{
+			name: "timeout",
+			run: func(c Command) (Result, error) {
+				return Exec{Timeout: 700 * time.Millisecond}.Run(context.Background(), c)
+			},
+			wantErr: ErrTimeout,
+		},
+		{
+			name: "cancel",
+			run: func(c Command) (Result, error) {
+				ctx, cancel := context.WithCancel(context.Background())
+				time.AfterFunc(700*time.Millisecond, cancel)
+				return Exec{Timeout: time.Minute}.Run(ctx, c)
+			},
+			wantErr: context.Canceled,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			start := time.Now()
+			res, err := tt.run(helper("hang"))
+			if !errors.Is(err, tt.wantErr) {
+				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			}
+			if d := time.Since(start); d > 5*time.Second {
+				t.Errorf("Run returned after %s; a hung command must not stall the caller", d)
+			}
+			pid, perr := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+			if perr != nil {
+				t.Fatalf("helper did not report its grandchild: %q", res.Stdout)
+			}
+			waitGone(t, pid)
+		})
+	}
+}
+
+func TestExecOutputLimit(t *testing.T) {
+	start := time.Now()
+	res, err := Exec{Timeout: time.Minute, MaxOutput: 64 << 10}.Run(context.Background(), helper("flood"))
+	if !errors.Is(err, ErrOutputTooLarge) {
+		t.Fatalf("err = %v, want ErrOutputTooLarge", err)
+	}
+	if len(res.Stdout) > 64<<10 {
+		t.Errorf("kept %d bytes of stdout, limit is %d", len(res.Stdout), 64<<10)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("overflow took %s to stop the command; it must be killed at once", d)
+	}
+}
+
+func TestExecBoundsStderrWithoutFailing(t *testing.T) {
+	res, err := Exec{Timeout: 10 * time.Second, MaxOutput: 1 << 20}.Run(context.Background(), helper("noisy-stderr"))
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if string(res.Stdout) != "done" {
+		t.Errorf("stdout = %q", res.Stdout)
+	}
+	if len(res.Stderr) != maxStderr {
+		t.Errorf("kept %d bytes of stderr, want exactly the cap %d", len(res.Stderr), maxStderr)
+	}
+}
+
+// waitGone waits until pid is no longer a live process (gone or a zombie
+// awaiting its reaper).
+func waitGone(t *testing.T, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return
+		}
+		// Field 3 is the state; the comm field before it is parenthesised.
+		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Errorf("grandchild %d still runs: the process group was not killed", pid)
+}
+
+func TestCommandString(t *testing.T) {
+	c := Command{Path: "crm_mon", Args: []string{"--one-shot", "--output-as=xml"}, Env: []string{"CIB_file=/x.xml"}}
+	if got, want := c.String(), "CIB_file=/x.xml crm_mon --one-shot --output-as=xml"; got != want {
+		t.Errorf("String() = %q, want %q", got, want)
+	}
+}
