@@ -166,30 +166,22 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Etcd.DataDir, DefaultDataDir)
 	setDefault(&c.Etcd.ListenMetricsURL, DefaultListenMetricsURL)
 	setDefault(&c.Etcd.LogLevel, DefaultEtcdLogLevel)
-	if c.Etcd.ClientPort == 0 {
-		c.Etcd.ClientPort = DefaultClientPort
-	}
-	if c.Etcd.PeerPort == 0 {
-		c.Etcd.PeerPort = DefaultPeerPort
-	}
+	setDefault(&c.Etcd.ClientPort, DefaultClientPort)
+	setDefault(&c.Etcd.PeerPort, DefaultPeerPort)
 	setDefault(&c.Agent.StateDir, DefaultStateDir)
 	setDefault(&c.Agent.Listen, DefaultAgentListen)
 	setDefault(&c.Agent.LogLevel, DefaultLogLevel)
 	setDefault(&c.Agent.LogFormat, DefaultLogFormat)
-	if c.Agent.ReconcileInterval == 0 {
-		c.Agent.ReconcileInterval = DefaultReconcileInterval
-	}
-	if c.Agent.CallTimeout == 0 {
-		c.Agent.CallTimeout = DefaultCallTimeout
-	}
-	if c.Agent.LockTTL == 0 {
-		c.Agent.LockTTL = DefaultLockTTL
-	}
+	setDefault(&c.Agent.ReconcileInterval, DefaultReconcileInterval)
+	setDefault(&c.Agent.CallTimeout, DefaultCallTimeout)
+	setDefault(&c.Agent.LockTTL, DefaultLockTTL)
 	c.Pacemaker.applyDefaults()
 }
 
-func setDefault(field *string, value string) {
-	if *field == "" {
+// setDefault sets a field the user left at its zero value.
+func setDefault[T comparable](field *T, value T) {
+	var zero T
+	if *field == zero {
 		*field = value
 	}
 }

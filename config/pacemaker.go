@@ -87,24 +87,16 @@ func DefaultPacemaker() Pacemaker {
 
 // applyDefaults fills every field left at its zero value.
 func (o *Pacemaker) applyDefaults() {
-	if o.Interval == 0 {
-		o.Interval = DefaultPacemakerInterval
-	}
+	setDefault(&o.Interval, DefaultPacemakerInterval)
 	setDefault(&o.CrmMon, DefaultCrmMon)
 	setDefault(&o.Cibadmin, DefaultCibadmin)
 	setDefault(&o.CorosyncCmapctl, DefaultCorosyncCmapctl)
 	setDefault(&o.KubeletAgent, DefaultKubeletAgent)
 	setDefault(&o.EtcdAgent, DefaultEtcdAgent)
 	setDefault(&o.APIVersion, DefaultAPIVersion)
-	if o.CommandTimeout == 0 {
-		o.CommandTimeout = DefaultCommandTimeout
-	}
-	if o.MaxOutputBytes == 0 {
-		o.MaxOutputBytes = DefaultMaxOutputBytes
-	}
-	if o.ExpectedNodes == 0 {
-		o.ExpectedNodes = DefaultExpectedNodes
-	}
+	setDefault(&o.CommandTimeout, DefaultCommandTimeout)
+	setDefault(&o.MaxOutputBytes, DefaultMaxOutputBytes)
+	setDefault(&o.ExpectedNodes, DefaultExpectedNodes)
 }
 
 // Limits enforced by Validate.

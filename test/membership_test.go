@@ -129,8 +129,10 @@ func TestKillDuringJoin(t *testing.T) {
 }
 
 // Agents started at the same instant, then one list change seen by all at
-// once (two joins and a removal): every membership call is issued by
-// exactly one agent, never duplicated or contradicted.
+// once (two joins and a removal): every membership change is made by
+// exactly one agent, once, never duplicated or contradicted. (That agent
+// may find its own change already applied when a call's answer was lost;
+// that is the idempotence the contract asks for, not a second writer.)
 func TestAgentsRacingTheSameChange(t *testing.T) {
 	c, cli := startCluster(t, netRace, 3)
 	w := c.StartWriter(cli)
@@ -146,10 +148,20 @@ func TestAgentsRacingTheSameChange(t *testing.T) {
 		{"add-learner", c.Name(5)}, {"promote", c.Name(5)},
 		{"remove", c.Name(1)},
 	} {
-		issued := countAll(c, all, "membership change", map[string]string{"action": change.action, "member": change.member, "outcome": "done"})
-		again := countAll(c, all, "membership change already applied", map[string]string{"action": change.action, "member": change.member})
-		if issued != 1 || again != 0 {
-			t.Errorf("%s %s: issued %d times (+%d already applied), want exactly once", change.action, change.member, issued, again)
+		var writers []int
+		for _, n := range all {
+			a := c.Agent(n)
+			made := a.CountLog("membership change", map[string]string{"action": change.action, "member": change.member, "outcome": "done"}) +
+				a.CountLog("membership change already applied", map[string]string{"action": change.action, "member": change.member})
+			if made > 1 {
+				t.Errorf("%s %s: agent %d made it %d times", change.action, change.member, n, made)
+			}
+			if made > 0 {
+				writers = append(writers, n)
+			}
+		}
+		if len(writers) != 1 {
+			t.Errorf("%s %s: made by agents %v, want exactly one", change.action, change.member, writers)
 		}
 	}
 	harness.Eventually(t, 30*time.Second, "removed member's data moved aside", func() error {

@@ -37,12 +37,12 @@ func requireCrmMon(t *testing.T) {
 // write, from the real crm_mon, without any running cluster.
 func TestPacemakerStatusCommand(t *testing.T) {
 	requireCrmMon(t)
-	out, err := exec.Command(binary, "pacemaker", "status", "--config", filepath.Join(t.TempDir(), "absent.yaml"),
+	_, err := exec.Command(binary, "pacemaker", "status", "--config", filepath.Join(t.TempDir(), "absent.yaml"),
 		"--cib-file", fixture(t, "failed-monitor"), "-o", "json").Output()
 	if err == nil {
 		t.Fatal("an explicitly named configuration file that does not exist must be an error")
 	}
-	out, err = exec.Command(binary, "pacemaker", "status", "--cib-file", fixture(t, "failed-monitor"), "-o", "json").Output()
+	out, err := exec.Command(binary, "pacemaker", "status", "--cib-file", fixture(t, "failed-monitor"), "-o", "json").Output()
 	if err != nil {
 		t.Fatalf("pacemaker status: %v\n%s", err, out)
 	}

@@ -33,7 +33,6 @@ const (
 	OpPromote    Op = "promote"
 	OpRemove     Op = "remove"
 	OpMoveLeader Op = "move-leader"
-	OpRead       Op = "read"
 )
 
 // errorTable is the explicit classification of etcd's errors. Rows name

@@ -35,20 +35,20 @@ func TestClassify(t *testing.T) {
 		{OpRemove, rpctypes.ErrGRPCMemberNotEnoughStarted, Retry},
 		{OpMoveLeader, rpctypes.ErrNotLeader, Retry},
 		{OpMoveLeader, rpctypes.ErrBadLeaderTransferee, Retry},
-		{OpRead, rpctypes.ErrGRPCNotSupportedForLearner, Retry},
-		{OpRead, rpctypes.ErrNoLeader, Retry},
-		{OpRead, rpctypes.ErrTimeout, Retry},
-		{OpRead, context.DeadlineExceeded, Retry},
-		{OpRead, fmt.Errorf("call: %w", context.Canceled), Retry},
-		{OpRead, status.Error(codes.Unavailable, "connection refused"), Retry},
+		{OpPromote, rpctypes.ErrGRPCNotSupportedForLearner, Retry},
+		{OpPromote, rpctypes.ErrNoLeader, Retry},
+		{OpPromote, rpctypes.ErrTimeout, Retry},
+		{OpPromote, context.DeadlineExceeded, Retry},
+		{OpPromote, fmt.Errorf("call: %w", context.Canceled), Retry},
+		{OpPromote, status.Error(codes.Unavailable, "connection refused"), Retry},
 		// Retrying cannot help.
 		{OpAddLearner, rpctypes.ErrGRPCMemberBadURLs, Fatal},
-		{OpRead, rpctypes.ErrGRPCPermissionDenied, Fatal},
-		{OpRead, rpctypes.ErrGRPCInvalidAuthToken, Fatal},
-		{OpRead, status.Error(codes.Unauthenticated, "bad certificate"), Fatal},
-		{OpRead, rpctypes.ErrGRPCClusterIDMismatch, Fatal},
+		{OpPromote, rpctypes.ErrGRPCPermissionDenied, Fatal},
+		{OpPromote, rpctypes.ErrGRPCInvalidAuthToken, Fatal},
+		{OpPromote, status.Error(codes.Unauthenticated, "bad certificate"), Fatal},
+		{OpPromote, rpctypes.ErrGRPCClusterIDMismatch, Fatal},
 		// Unknown errors are retried (and logged as unexpected).
-		{OpRead, errors.New("something new"), Retry},
+		{OpPromote, errors.New("something new"), Retry},
 	}
 	for _, tt := range tests {
 		t.Run(fmt.Sprintf("%s/%v", tt.op, tt.err), func(t *testing.T) {
@@ -86,7 +86,7 @@ func TestDoStopsOnDoneAndFatalAndBoundsAttempts(t *testing.T) {
 		t.Errorf("attempts must be bounded: %+v after %d calls", r, calls)
 	}
 	// Each attempt has its own deadline.
-	r = Do(context.Background(), p, OpRead, func(ctx context.Context) error {
+	r = Do(context.Background(), p, OpPromote, func(ctx context.Context) error {
 		if _, ok := ctx.Deadline(); !ok {
 			return errors.New("no per-attempt deadline")
 		}

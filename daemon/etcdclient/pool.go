@@ -117,6 +117,24 @@ func (e *Endpoint) Status(ctx context.Context) (*pb.StatusResponse, error) {
 	return pb.NewMaintenanceClient(e.conn).Status(ctx, &pb.StatusRequest{}, failFast)
 }
 
+// MemberAddAsLearner adds a learner with the given peer URL.
+func (e *Endpoint) MemberAddAsLearner(ctx context.Context, peerURL string) error {
+	_, err := pb.NewClusterClient(e.conn).MemberAdd(ctx, &pb.MemberAddRequest{PeerURLs: []string{peerURL}, IsLearner: true}, failFast)
+	return err
+}
+
+// MemberPromote makes a learner a voter.
+func (e *Endpoint) MemberPromote(ctx context.Context, id uint64) error {
+	_, err := pb.NewClusterClient(e.conn).MemberPromote(ctx, &pb.MemberPromoteRequest{ID: id}, failFast)
+	return err
+}
+
+// MemberRemove removes a member.
+func (e *Endpoint) MemberRemove(ctx context.Context, id uint64) error {
+	_, err := pb.NewClusterClient(e.conn).MemberRemove(ctx, &pb.MemberRemoveRequest{ID: id}, failFast)
+	return err
+}
+
 // MoveLeader hands leadership to transferee; only the leader serves it.
 func (e *Endpoint) MoveLeader(ctx context.Context, transferee uint64) error {
 	_, err := pb.NewMaintenanceClient(e.conn).MoveLeader(ctx, &pb.MoveLeaderRequest{TargetID: transferee}, failFast)
@@ -124,7 +142,7 @@ func (e *Endpoint) MoveLeader(ctx context.Context, transferee uint64) error {
 }
 
 // NewMulti returns an etcd client balancing over several endpoints, owned
-// by the caller. The writer uses one: the lock session needs etcd's
+// by the caller. The writer lock uses one: the lock session needs etcd's
 // client, and it should keep its lease alive while any voter answers.
 func (p *Pool) NewMulti(endpoints []string) (*clientv3.Client, error) {
 	c, err := clientv3.New(clientv3.Config{

@@ -37,7 +37,7 @@ type Reconciler struct {
 	OnChange func(a Action, r etcdclient.Result)
 
 	mu        sync.Mutex
-	client    *clientv3.Client
+	client    *clientv3.Client // the lock session's; changes use the pool
 	endpoints []string
 	session   *concurrency.Session
 }
@@ -108,42 +108,58 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 	return res, nil
 }
 
-// execute runs one action with bounded retries.
+// execute runs one action with bounded retries. Membership calls go to
+// the leader when it can serve them (no forwarding), else to the other
+// healthy voters in turn, and never to the member being removed: it stops
+// as its removal applies, and the answer would be lost with it.
 func (r *Reconciler) execute(ctx context.Context, a Action, view View) etcdclient.Result {
-	r.mu.Lock()
-	c := r.client
-	r.mu.Unlock()
-	switch a.Kind {
-	case ActionAddLearner:
-		return etcdclient.Do(ctx, r.Policy, etcdclient.OpAddLearner, func(ctx context.Context) error {
-			_, err := c.MemberAddAsLearner(ctx, []string{a.PeerURL})
-			return err
-		})
-	case ActionPromote:
-		return etcdclient.Do(ctx, r.Policy, etcdclient.OpPromote, func(ctx context.Context) error {
-			_, err := c.MemberPromote(ctx, a.MemberID)
-			return err
-		})
-	case ActionRemove:
-		return etcdclient.Do(ctx, r.Policy, etcdclient.OpRemove, func(ctx context.Context) error {
-			_, err := c.MemberRemove(ctx, a.MemberID)
-			return err
-		})
-	case ActionMoveLeader:
-		// MoveLeader must be served by the current leader itself.
-		leader, ok := view.Member(a.MemberID)
-		if !ok || len(leader.ClientURLs) == 0 {
-			return etcdclient.Result{Outcome: etcdclient.Retry, Err: fmt.Errorf("leader %s has no client URL", IDString(a.MemberID))}
+	op, call := etcdclient.Op(a.Kind), func(ctx context.Context, e *etcdclient.Endpoint) error {
+		switch a.Kind {
+		case ActionAddLearner:
+			return e.MemberAddAsLearner(ctx, a.PeerURL)
+		case ActionPromote:
+			return e.MemberPromote(ctx, a.MemberID)
+		case ActionRemove:
+			return e.MemberRemove(ctx, a.MemberID)
+		case ActionMoveLeader:
+			return e.MoveLeader(ctx, a.TransfereeID)
 		}
-		endpoint, err := r.Pool.Get(leader.ClientURLs[0])
-		if err != nil {
-			return etcdclient.Result{Outcome: etcdclient.Fatal, Err: err}
-		}
-		return etcdclient.Do(ctx, r.Policy, etcdclient.OpMoveLeader, func(ctx context.Context) error {
-			return endpoint.MoveLeader(ctx, a.TransfereeID)
-		})
+		return fmt.Errorf("unknown action %q", a.Kind)
 	}
-	return etcdclient.Result{Outcome: etcdclient.Fatal, Err: fmt.Errorf("unknown action %q", a.Kind)}
+	targets := writeTargets(view, a)
+	if len(targets) == 0 {
+		return etcdclient.Result{Outcome: etcdclient.Retry, Err: errors.New("no healthy voter to send the change to")}
+	}
+	attempt := 0
+	return etcdclient.Do(ctx, r.Policy, op, func(ctx context.Context) error {
+		endpoint, err := r.Pool.Get(targets[attempt%len(targets)])
+		attempt++
+		if err != nil {
+			return err
+		}
+		return call(ctx, endpoint)
+	})
+}
+
+// writeTargets orders the endpoints a change is sent to: the leader first
+// (MoveLeader must reach it), then the other healthy voters; never the
+// member a removal is about.
+func writeTargets(view View, a Action) []string {
+	var leader, others []string
+	for _, m := range view.Members {
+		if m.IsLearner || !m.Healthy() || len(m.ClientURLs) == 0 || (a.Kind == ActionRemove && m.ID == a.MemberID) {
+			continue
+		}
+		if m.ID == view.LeaderID {
+			leader = append(leader, m.ClientURLs[0])
+		} else {
+			others = append(others, m.ClientURLs[0])
+		}
+	}
+	if a.Kind == ActionMoveLeader {
+		return leader
+	}
+	return append(leader, others...)
 }
 
 func (r *Reconciler) logChange(a Action, res etcdclient.Result) {

@@ -44,12 +44,9 @@ type Spec struct {
 type Status struct {
 	// Running: the member was started and has not stopped.
 	Running bool
-	// Exited: the member stopped on its own (crash, or removal from the
-	// cluster) since it was last started; ExitErr says why if known.
-	Exited  bool
-	ExitErr error
-	// Exits counts how often the member stopped on its own since the
-	// runtime was created, so the agent can tell a new exit from an old.
+	// Exits counts how often the member stopped on its own (a crash, or
+	// its removal from the cluster) since the runtime was created, so the
+	// agent can tell a new exit from an old one.
 	Exits uint64
 	// MemberID is the local member's ID when the runtime knows it (the
 	// embedded server does as soon as it started); 0 otherwise.

@@ -99,7 +99,7 @@ func (r *Runtime) watch(inst *instance) {
 	inst.close()
 	r.mu.Lock()
 	if r.current == inst {
-		r.status.Running, r.status.Exited, r.status.ExitErr = false, true, err
+		r.status.Running = false
 		r.status.Exits++
 		r.current = nil
 	}
