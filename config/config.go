@@ -47,12 +47,14 @@ const (
 
 // Config is the whole etcdlet configuration file.
 type Config struct {
-	Cluster   Cluster   `yaml:"cluster"`
-	Members   Members   `yaml:"members"`
-	Node      Node      `yaml:"node"`
-	Etcd      Etcd      `yaml:"etcd"`
-	Agent     Agent     `yaml:"agent"`
-	Pacemaker Pacemaker `yaml:"pacemaker"`
+	Cluster    Cluster    `yaml:"cluster"`
+	Members    Members    `yaml:"members"`
+	Node       Node       `yaml:"node"`
+	Etcd       Etcd       `yaml:"etcd"`
+	StaticPod  StaticPod  `yaml:"staticPod"`
+	Protection Protection `yaml:"protection"`
+	Agent      Agent      `yaml:"agent"`
+	Pacemaker  Pacemaker  `yaml:"pacemaker"`
 }
 
 // Cluster identifies the etcd cluster that the member list describes.
@@ -175,6 +177,8 @@ func (c *Config) applyDefaults() {
 	setDefault(&c.Agent.ReconcileInterval, DefaultReconcileInterval)
 	setDefault(&c.Agent.CallTimeout, DefaultCallTimeout)
 	setDefault(&c.Agent.LockTTL, DefaultLockTTL)
+	c.StaticPod.applyDefaults()
+	setDefault(&c.Protection.Interval, DefaultProtectionInterval)
 	c.Pacemaker.applyDefaults()
 }
 

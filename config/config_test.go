@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // base is a valid configuration; each case appends or replaces lines.
@@ -95,7 +96,7 @@ func TestValidationRules(t *testing.T) {
 			`node.address: "192.0.2.01": must be an IPv4 or IPv6 address (IPv4 field has octet with leading zero)`,
 		}},
 		{"etcd fields", base + "etcd:\n  runtime: docker\n  dataDir: var/lib/etcd\n  clientPort: 70000\n  peerPort: -5\n  listenMetricsURL: tcp://127.0.0.1\n  logLevel: loud\n", []string{
-			`etcd.runtime: "docker": must be embedded (the static-pod runtime is not part of this build)`,
+			`etcd.runtime: "docker": must be embedded or static-pod`,
 			`etcd.dataDir: "var/lib/etcd": must be an absolute path`,
 			"etcd.clientPort: 70000: must be between 1 and 65535",
 			"etcd.peerPort: -5: must be between 1 and 65535",
@@ -129,6 +130,17 @@ func TestValidationRules(t *testing.T) {
 		}},
 		{"call timeout against lock TTL", base + "agent:\n  callTimeout: 6s\n  lockTTL: 15s\n", []string{
 			`agent.callTimeout: "6s": must be at most a third of agent.lockTTL (15s), so a membership change ends before the writer lock can expire`,
+		}},
+		{"static pod fields", strings.Replace(base, "source: static", "source: static", 1) + "etcd:\n  runtime: static-pod\n  dataDir: /etc/kubernetes/manifests/data\nstaticPod:\n  image: 'etcd 3.7'\n  imagePullPolicy: Sometimes\n  command: ''\n  cpuRequest: lots\n  memoryRequest: 1Gi\n", []string{
+			`staticPod.manifestDir: "/etc/kubernetes/manifests": must not contain etcd.dataDir or agent.stateDir: the kubelet reads every file in it`,
+			`staticPod.image: "etcd 3.7": must be a container image reference, e.g. registry.k8s.io/etcd:3.7.0-0`,
+			`staticPod.imagePullPolicy: "Sometimes": must be Always, IfNotPresent or Never`,
+			`staticPod.cpuRequest: "lots": must be a Kubernetes quantity such as 100m or 100Mi`,
+		}},
+		{"static pod defaults are valid", base + "etcd:\n  runtime: static-pod\n", nil},
+		{"static pod fields are not checked for the embedded runtime", base + "staticPod:\n  imagePullPolicy: Sometimes\n", nil},
+		{"protection interval", base + "protection:\n  enabled: false\n  interval: 10ms\n", []string{
+			`protection.interval: "10ms": must be at least 1s`,
 		}},
 		{"agent listen host", base + "agent:\n  listen: example.com:9479\n", []string{
 			`agent.listen: "example.com:9479": host must be an IP address or localhost`,
@@ -169,6 +181,9 @@ func TestDefaults(t *testing.T) {
 	}
 	if cfg.Etcd.ClientScheme() != "http" || cfg.Etcd.PeerScheme() != "http" {
 		t.Error("plain http expected without TLS")
+	}
+	if !cfg.Protection.On() || cfg.Protection.Interval != 10*time.Second || cfg.StaticPod.ManifestDir != "/etc/kubernetes/manifests" {
+		t.Errorf("protection and static-pod defaults not applied: %+v %+v", cfg.Protection, cfg.StaticPod)
 	}
 	if cfg.BootstrapToken() != "etcd-main" {
 		t.Errorf("token defaults to the cluster name, got %q", cfg.BootstrapToken())

@@ -71,6 +71,8 @@ func (c *Config) Validate() error {
 	c.validateMembers(&errs)
 	c.validateNode(&errs)
 	c.validateEtcd(&errs)
+	c.validateStaticPod(&errs)
+	c.Protection.validate(&errs)
 	c.validateAgent(&errs)
 	c.Pacemaker.validate(&errs)
 	return errs.Err()
@@ -123,8 +125,8 @@ func (c *Config) validateNode(errs *Errors) {
 
 func (c *Config) validateEtcd(errs *Errors) {
 	e := c.Etcd
-	if e.Runtime != RuntimeEmbedded {
-		errs.add("etcd.runtime", e.Runtime, "must be %s (the static-pod runtime is not part of this build)", RuntimeEmbedded)
+	if e.Runtime != RuntimeEmbedded && e.Runtime != RuntimeStaticPod {
+		errs.add("etcd.runtime", e.Runtime, "must be %s or %s", RuntimeEmbedded, RuntimeStaticPod)
 	}
 	requireAbsPath(errs, "etcd.dataDir", e.DataDir)
 	checkPort(errs, "etcd.clientPort", e.ClientPort)

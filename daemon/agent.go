@@ -19,13 +19,15 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/memberlist"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
-	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker"
+	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 	"github.com/etcdlet/etcdlet/daemon/state"
+	"github.com/etcdlet/etcdlet/systemd"
 )
 
 // Agent runs the reconcile loop for one node.
@@ -44,6 +46,8 @@ type Agent struct {
 	listener   net.Listener
 	reloads    chan reloadRequest
 	pacemaker  *pacemakerHealth // nil unless pacemaker.enabled
+	notifier   *systemd.Notifier
+	guard      *protect.Guard // files etcdlet renders; nil with the embedded runtime
 
 	// Loop-owned bookkeeping.
 	self         identity.Member
@@ -54,6 +58,9 @@ type Agent struct {
 	exits        int       // consecutive exits of the local member on its own
 	restartAfter time.Time // no restart before this (crash-loop backoff)
 	settling     int       // passes since the last progress, for settle()
+	applied      bool      // the local decision was carried out once (for READY)
+	local        localmember.Decision
+	plan         membership.Plan
 
 	health healthState
 }
@@ -66,7 +73,7 @@ type reloadRequest struct {
 // New builds an agent from a validated configuration and a runtime. It
 // binds the agent's HTTP listener at once, so a port conflict is a start
 // error rather than a log line.
-func New(cfg *config.Config, log *slog.Logger, rt runtime.Runtime) (*Agent, error) {
+func New(cfg *config.Config, log *slog.Logger) (*Agent, error) {
 	store := state.Store{Dir: cfg.Agent.StateDir}
 	st, err := store.Load()
 	if err != nil {
@@ -78,9 +85,11 @@ func New(cfg *config.Config, log *slog.Logger, rt runtime.Runtime) (*Agent, erro
 	}
 	m := metrics.New()
 	a := &Agent{
-		cfg: cfg, log: log, scheme: identity.SchemeFrom(cfg), runtime: rt, pool: pool,
+		cfg: cfg, log: log, scheme: identity.SchemeFrom(cfg), pool: pool,
 		store: store, state: st, metrics: m, reloads: make(chan reloadRequest), logged: map[string]string{},
 	}
+	a.runtime, a.guard = newRuntime(cfg, log, m)
+	a.notifier = systemd.NewNotifier(log)
 	a.source = memberlist.New(cfg, log, parseAddrs(st.LastAppliedList))
 	a.source.OnReload = func(accepted bool) {
 		a.metrics.ListReloads.WithLabelValues(map[bool]string{true: "accepted", false: "rejected"}[accepted]).Inc()
@@ -137,12 +146,20 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.pacemaker != nil {
 		wg.Go(func() { a.runPacemaker(loopCtx) })
 	}
+	if a.guard != nil {
+		wg.Go(func() {
+			if err := a.guard.Run(loopCtx); err != nil {
+				a.log.Error("protection of managed files stopped", "error", err)
+			}
+		})
+	}
 	wg.Go(func() {
 		if err := a.source.Watch(loopCtx); err != nil {
 			a.log.Error("members file watch stopped; changes are picked up on each reconcile pass", "error", err)
 		}
 	})
 
+	watchdog := systemd.WatchdogInterval()
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
@@ -158,6 +175,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		case <-timer.C:
 		}
 		next := a.pass(ctx)
+		a.notify()
+		if watchdog > 0 {
+			next = min(next, watchdog)
+		}
 		if !timer.Stop() {
 			select {
 			case <-timer.C:
@@ -170,11 +191,12 @@ func (a *Agent) Run(ctx context.Context) error {
 
 func (a *Agent) shutdown(srv interface{ Shutdown(context.Context) error }, wg *sync.WaitGroup, stop context.CancelFunc) error {
 	a.log.Info("etcdlet agent stopping")
+	a.notifier.Stopping()
 	stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	a.reconciler.Close()
-	err := a.runtime.Stop(ctx)
+	err := a.runtime.Close(ctx)
 	_ = srv.Shutdown(ctx)
 	wg.Wait()
 	a.pool.Close()
@@ -267,6 +289,45 @@ func (a *Agent) pass(ctx context.Context) time.Duration {
 	return min(requeue, interval)
 }
 
+// notify tells systemd that the loop is alive, what the agent is doing,
+// and (once) that it is ready: the local member's decision was carried out
+// (its manifest is in place, or the embedded member started), or there is
+// nothing to run yet (not listed, waiting to be added, refusing). The
+// kubelet is ordered after READY=1.
+func (a *Agent) notify() {
+	a.notifier.Watchdog()
+	status := a.statusLine()
+	switch a.local.Kind {
+	case localmember.Idle, localmember.Wait, localmember.Refuse:
+		a.notifier.Ready(status)
+	default:
+		if a.applied {
+			a.notifier.Ready(status)
+		}
+	}
+	a.notifier.Status(status)
+}
+
+// statusLine summarises the agent's state for systemctl status.
+func (a *Agent) statusLine() string {
+	if a.local.Kind == "" {
+		return "starting: no member list or node address yet"
+	}
+	line := "local member: " + string(a.local.Kind)
+	if a.local.Reason != "" && a.local.Kind != localmember.Keep {
+		line += " (" + a.local.Reason + ")"
+	}
+	switch {
+	case a.plan.Next != nil:
+		line += "; next: " + a.plan.Next.String()
+	case len(a.plan.Waiting) > 0:
+		line += "; waiting: " + a.plan.Waiting[0].String()
+	default:
+		line += "; membership matches the list"
+	}
+	return line
+}
+
 // settle is how soon to look again while something is in motion (a join,
 // a change being retried, another writer at work): fast at first, then
 // slowing to the reconcile interval, so a join completes quickly but a
@@ -290,18 +351,11 @@ func (a *Agent) resolveSelf(listed []netip.Addr) error {
 	if a.self.IP.IsValid() {
 		return nil
 	}
-	var ip netip.Addr
-	if a.cfg.Node.Address != "" {
-		ip = netip.MustParseAddr(a.cfg.Node.Address) // validated
-	} else {
-		candidates := slices.Clone(listed)
-		if prev, err := netip.ParseAddr(a.state.SelfAddress); err == nil && !slices.Contains(candidates, prev) {
-			candidates = append(candidates, prev)
-		}
-		var err error
-		if ip, err = nodeaddr.Detect(candidates); err != nil {
-			return err
-		}
+	ip, detected, err := NodeAddress(a.cfg, listed, a.state)
+	if err != nil {
+		return err
+	}
+	if detected {
 		a.log.Info("detected node address", "address", ip.String())
 	}
 	a.self = a.scheme.For(ip)
@@ -341,6 +395,7 @@ func (a *Agent) recordView(v membership.View) {
 }
 
 func (a *Agent) recordPlan(p membership.Plan) {
+	a.plan = p
 	a.metrics.PlanWaiting.Reset()
 	for _, w := range p.Waiting {
 		a.metrics.PlanWaiting.WithLabelValues(string(w.Reason)).Inc()

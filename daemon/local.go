@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
@@ -37,10 +38,7 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 		a.logOnce("local", err.Error(), slog.LevelError, "cannot inspect the data dir", "error", err)
 		return interval
 	}
-	localID := rt.MemberID
-	if localID == 0 {
-		localID = parseID(a.state.MemberID)
-	}
+	localID := a.localMemberID(rt, view)
 	a.noteMembership(view, localID, rt.Running)
 
 	d := localmember.Decide(localmember.Inputs{
@@ -50,6 +48,7 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 	})
 	a.metrics.LocalDecision.Reset()
 	a.metrics.LocalDecision.WithLabelValues(string(d.Kind)).Set(1)
+	a.local = d
 	a.stale = nil
 	if d.Kind != localmember.Keep {
 		level := slog.LevelInfo
@@ -62,6 +61,11 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 	}
 
 	switch d.Kind {
+	case localmember.Keep:
+		// Level-triggered: a static pod's manifest is rendered again and
+		// rewritten if it was lost or etcdlet's rendering changed.
+		spec, _ := SpecFor(a.cfg, a.self, d, a.state)
+		a.apply(ctx, spec, false)
 	case localmember.Restart, localmember.Bootstrap, localmember.Join:
 		// Only a restart on existing data can be a crash loop: a join or
 		// bootstrap that fails leaves a WAL behind, so its retry is a
@@ -69,7 +73,13 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 		if wait := time.Until(a.restartAfter); d.Kind == localmember.Restart && wait > 0 {
 			return wait
 		}
-		a.start(ctx, d)
+		spec, _ := SpecFor(a.cfg, a.self, d, a.state)
+		if d.Kind == localmember.Join {
+			a.state.MemberID = membership.IDString(d.JoinID)
+		}
+		a.state.InitialCluster, a.state.InitialClusterState = spec.InitialCluster, spec.InitialClusterState
+		a.saveState()
+		a.apply(ctx, spec, true)
 		a.settling = 0
 		return a.settle()
 	case localmember.StopRemoved:
@@ -77,11 +87,9 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 			a.log.Error("stop removed member", "error", err)
 			return interval
 		}
-		a.moveAside(localID, d.Reason)
-		return 100 * time.Millisecond
+		return a.moveAside(localID, d.Reason)
 	case localmember.MoveAside:
-		a.moveAside(localID, d.Reason)
-		return 100 * time.Millisecond
+		return a.moveAside(localID, d.Reason)
 	case localmember.DeclareStale:
 		a.stale = []uint64{d.StaleID}
 	case localmember.Wait:
@@ -95,33 +103,71 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 	return interval
 }
 
-func (a *Agent) start(ctx context.Context, d localmember.Decision) {
-	spec := runtime.BuildSpec(a.cfg, a.self, d.InitialCluster, d.ClusterState)
+// apply hands the member's spec to the runtime. starting says the member
+// is (re)started now, which is worth a log line; Keep passes are silent.
+func (a *Agent) apply(ctx context.Context, spec runtime.Spec, starting bool) {
 	if err := os.MkdirAll(filepath.Dir(filepath.Clean(a.cfg.Etcd.DataDir)), 0o700); err != nil {
 		a.log.Error("create data dir parent", "error", err)
 		return
 	}
-	a.log.Info("starting local member", "decision", string(d.Kind), "member", spec.Name, "peerURL", spec.AdvertisePeerURL,
-		"initialClusterState", spec.InitialClusterState, "initialCluster", spec.InitialCluster)
-	if err := a.runtime.Start(ctx, spec); err != nil {
-		a.log.Error("start local member", "member", spec.Name, "error", err)
+	if starting {
+		a.log.Info("starting local member", "member", spec.Name, "peerURL", spec.AdvertisePeerURL,
+			"initialClusterState", spec.InitialClusterState, "initialCluster", spec.InitialCluster)
+	}
+	if err := a.runtime.Apply(ctx, spec); err != nil {
+		a.log.Error("run local member", "member", spec.Name, "error", err)
 		a.restartAfter = time.Now().Add(time.Second)
 		return
 	}
-	if id := a.runtime.Status().MemberID; id != 0 {
+	a.applied = true
+	if id := a.runtime.Status().MemberID; id != 0 && a.state.MemberID != membership.IDString(id) {
 		a.state.MemberID = membership.IDString(id)
 		a.saveState()
 	}
 }
 
+// localMemberID is the local member's ID: what the runtime knows, else what
+// was recorded, else (a static pod's etcd, which only the cluster can tell
+// about) the member with this node's peer URL whose own endpoint answered
+// Status as that member.
+func (a *Agent) localMemberID(rt runtime.Status, view membership.View) uint64 {
+	if rt.MemberID != 0 {
+		return rt.MemberID
+	}
+	if id := parseID(a.state.MemberID); id != 0 {
+		return id
+	}
+	if !rt.Running {
+		return 0
+	}
+	for _, m := range view.Members {
+		if slices.Contains(m.PeerURLs, a.self.PeerURL) && m.Health.Reachable {
+			a.state.MemberID = membership.IDString(m.ID)
+			a.saveState()
+			return m.ID
+		}
+	}
+	return 0
+}
+
 // moveAside moves the data dir aside (never deleting it) and forgets the
-// local member ID, keeping WasMember: a node that was a member never
-// bootstraps a new cluster.
-func (a *Agent) moveAside(memberID uint64, reason string) {
+// local member ID and start parameters, keeping WasMember: a node that was
+// a member never bootstraps a new cluster. It waits while an etcd process
+// still holds the data (a static pod the kubelet is still stopping).
+func (a *Agent) moveAside(memberID uint64, reason string) time.Duration {
+	inUse, err := datadir.InUse(a.cfg.Etcd.DataDir)
+	if err != nil {
+		a.log.Error("move data dir aside", "dataDir", a.cfg.Etcd.DataDir, "error", err)
+		return a.cfg.Agent.ReconcileInterval
+	}
+	if inUse {
+		a.logOnce("local", "in-use", slog.LevelInfo, "waiting for etcd to release the data dir before moving it aside", "dataDir", a.cfg.Etcd.DataDir)
+		return a.settle()
+	}
 	to, err := datadir.MoveAside(a.cfg.Etcd.DataDir, time.Now())
 	if err != nil {
 		a.log.Error("move data dir aside", "dataDir", a.cfg.Etcd.DataDir, "error", err)
-		return
+		return a.cfg.Agent.ReconcileInterval
 	}
 	if to != "" {
 		a.metrics.DataDirsMoved.Inc()
@@ -129,9 +175,10 @@ func (a *Agent) moveAside(memberID uint64, reason string) {
 		a.state.Tombstones = append(a.state.Tombstones, state.Tombstone{Time: time.Now().UTC(), MemberID: membership.IDString(memberID),
 			From: a.cfg.Etcd.DataDir, To: to, Reason: reason})
 	}
-	a.state.MemberID = ""
+	a.state.MemberID, a.state.InitialCluster, a.state.InitialClusterState = "", "", ""
 	a.exits, a.restartAfter, a.settling = 0, time.Time{}, 0
 	a.saveState()
+	return 100 * time.Millisecond
 }
 
 // noteMembership records that the local member is part of a cluster with

@@ -46,6 +46,11 @@ const (
 	netTLS
 	netRestartAll
 	netPacemaker
+	netStaticPod
+	netProtection
+	netProtectionOff
+	netNotify
+	netKubeAPIServer
 )
 
 // maxWriteGap bounds how long the cluster may refuse writes during a

@@ -59,7 +59,7 @@ Configuration reference: docs/config.md. Examples: config/examples/.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newValidateCommand(), newStatusCommand(), newPacemakerCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newValidateCommand(), newStatusCommand(), newPacemakerCommand(), newRenderCommand(), newVersionCommand())
 	return root
 }
 

@@ -12,7 +12,6 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/logging"
-	"github.com/etcdlet/etcdlet/daemon/runtime/embedded"
 )
 
 func newRunCommand() *cobra.Command {
@@ -45,7 +44,7 @@ Signals:
 				return fmt.Errorf("invalid configuration %s:\n%s", path, problems.Error())
 			}
 			log, _ := logging.New(os.Stderr, cfg.Agent.LogFormat, cfg.Agent.LogLevel)
-			agent, err := daemon.New(cfg, log, embedded.New(log))
+			agent, err := daemon.New(cfg, log)
 			if err != nil {
 				return err
 			}

@@ -7,7 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon/runtime/embedded"
+	"github.com/etcdlet/etcdlet/daemon/etcdflags"
 )
 
 func newValidateCommand() *cobra.Command {
@@ -75,5 +75,5 @@ func validateConfig(path string) (config.Errors, *config.Config, error) {
 	if errors.As(cfg.CheckFiles(), &fileProblems) {
 		problems = append(problems, fileProblems...)
 	}
-	return append(problems, embedded.ValidateExtraArgs(cfg.Etcd.ExtraArgs)...), cfg, nil
+	return append(problems, etcdflags.Validate(cfg.Etcd.ExtraArgs, cfg.Etcd.Runtime == config.RuntimeEmbedded)...), cfg, nil
 }

@@ -99,3 +99,27 @@ func syncDir(dir string) error {
 	defer d.Close()
 	return d.Sync()
 }
+
+// InUse reports whether an etcd process holds the data dir: etcd's bbolt
+// backend keeps an exclusive flock on member/snap/db while it runs. The
+// data dir of a member whose process is still stopping (the kubelet takes
+// its time) must not be moved.
+func InUse(dataDir string) (bool, error) {
+	f, err := os.Open(filepath.Join(dataDir, "member", "snap", "db"))
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("inspect data dir %s: %w", dataDir, err)
+	}
+	defer f.Close()
+	switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
+	case err == nil:
+		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+		return false, nil
+	case errors.Is(err, syscall.EWOULDBLOCK):
+		return true, nil
+	default:
+		return false, fmt.Errorf("inspect data dir %s: %w", dataDir, err)
+	}
+}

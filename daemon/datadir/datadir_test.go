@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -88,5 +89,38 @@ func TestMoveContentsForMountPoints(t *testing.T) {
 	}
 	if ok, _ := HasWAL(to); !ok {
 		t.Error("the moved contents lost the WAL")
+	}
+}
+
+func TestInUse(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	if inUse, err := InUse(dir); inUse || err != nil {
+		t.Fatalf("absent data dir: %v, %v", inUse, err)
+	}
+	db := filepath.Join(dir, "member", "snap", "db")
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(db, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if inUse, err := InUse(dir); inUse || err != nil {
+		t.Fatalf("unlocked db: %v, %v", inUse, err)
+	}
+	// etcd's bbolt backend holds an exclusive flock while it runs.
+	f, err := os.Open(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if inUse, err := InUse(dir); !inUse || err != nil {
+		t.Errorf("locked db: %v, %v", inUse, err)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	if inUse, _ := InUse(dir); inUse {
+		t.Error("the probe must not keep the lock")
 	}
 }

@@ -56,6 +56,8 @@ type Decision struct {
 	ClusterState   string
 	// StaleID is the member to remove for DeclareStale.
 	StaleID uint64
+	// JoinID is the member the writer added for this node, for Join.
+	JoinID uint64
 }
 
 // Decide encodes the local safety rules: never bootstrap while an
@@ -129,7 +131,7 @@ func decideJoin(in Inputs) Decision {
 			Reason: fmt.Sprintf("the cluster has started member %s for this node but its data is gone; it must be removed and the node rejoin", membership.IDString(m.ID))}
 	default:
 		return Decision{Kind: Join, Reason: fmt.Sprintf("member %s was added for this node; joining", membership.IDString(m.ID)),
-			InitialCluster: joinCluster(in), ClusterState: runtime.StateExisting}
+			InitialCluster: joinCluster(in), ClusterState: runtime.StateExisting, JoinID: m.ID}
 	}
 }
 

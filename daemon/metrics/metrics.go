@@ -24,6 +24,9 @@ type Metrics struct {
 	PlanWaiting       *prometheus.GaugeVec
 	LocalDecision     *prometheus.GaugeVec
 	DataDirsMoved     prometheus.Counter
+	// ProtectedFileChanges counts changes to managed files made by anyone
+	// but etcdlet, by file and what was done (reverted, restored, allowed).
+	ProtectedFileChanges *prometheus.CounterVec
 
 	PacemakerPolls        *prometheus.CounterVec
 	PacemakerPollDuration prometheus.Histogram
@@ -78,6 +81,11 @@ func New() *Metrics {
 		Name: "etcdlet_pacemaker_condition",
 		Help: "PacemakerCluster conditions of the last poll: 1 True, 0 False, -1 Unknown. node and resource (Kubelet, Etcd or a fencing agent) are empty for cluster conditions."},
 		[]string{"node", "resource", "type"})
+	m.ProtectedFileChanges = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdlet_protected_file_changes_total",
+		Help: "Edits and deletions of files etcdlet renders, made by someone else, by file and action (reverted, restored, allowed)."},
+		[]string{"file", "action"})
+	r.MustRegister(m.ProtectedFileChanges)
 	r.MustRegister(m.PacemakerPolls, m.PacemakerPollDuration, m.PacemakerKnown, m.PacemakerCondition)
 	r.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.MembershipChanges, m.WriterLockBusy, m.ListReloads,
 		m.DesiredMembers, m.Members, m.HealthyVoters, m.ClusterReachable, m.PlanWaiting, m.LocalDecision, m.DataDirsMoved,

@@ -55,11 +55,20 @@ type Status struct {
 
 // Runtime runs the local member.
 type Runtime interface {
-	// Start makes the member run with spec; starting a running member
-	// again is an error (the agent stops first).
-	Start(ctx context.Context, spec Spec) error
-	// Stop stops the member if it runs; idempotent.
+	// Apply makes the member run with spec. A member that is not running
+	// is started. A running one is left alone by the embedded runtime (it
+	// runs until the agent stops it), while the static-pod runtime rewrites
+	// the manifest when the rendered bytes change (the kubelet then
+	// restarts etcd). The agent calls it on every pass the member should
+	// run, so a lost or stale manifest is put back.
+	Apply(ctx context.Context, spec Spec) error
+	// Stop stops the member because it must not run (it was removed);
+	// idempotent. It may return before the member's process has exited;
+	// the data dir tells (datadir.InUse).
 	Stop(ctx context.Context) error
+	// Close is called when the agent exits: the embedded member stops with
+	// the agent; a static pod keeps running under the kubelet.
+	Close(ctx context.Context) error
 	Status() Status
 	// Changed receives a value whenever Status changes on its own, so the
 	// agent reacts at once instead of on its next timer.

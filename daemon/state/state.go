@@ -31,8 +31,14 @@ type State struct {
 	ClusterID string `json:"clusterID,omitempty"`
 	// WasMember is set once the local member was seen in a cluster that
 	// had quorum. Such a node never bootstraps a new cluster again.
-	WasMember  bool        `json:"wasMember,omitempty"`
-	Tombstones []Tombstone `json:"tombstones,omitempty"`
+	WasMember bool `json:"wasMember,omitempty"`
+	// InitialCluster and InitialClusterState are what the local member was
+	// started with. They are rendered again for a running member so that
+	// its static-pod manifest stays byte-identical (a changed manifest
+	// restarts etcd); etcd ignores them once it has a WAL anyway.
+	InitialCluster      string      `json:"initialCluster,omitempty"`
+	InitialClusterState string      `json:"initialClusterState,omitempty"`
+	Tombstones          []Tombstone `json:"tombstones,omitempty"`
 }
 
 // Tombstone records a data dir moved aside.

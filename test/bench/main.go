@@ -38,6 +38,10 @@ func main() {
 	agent := measureAgents(binary, filepath.Join(dir, "agents"), *runs, *idle)
 	floor := measureFloor(filepath.Join(dir, "floor"), *runs, *idle)
 	report(agent, floor)
+
+	sp := measureRenderWrite(filepath.Join(dir, "render"), 2000)
+	measureReady(binary, filepath.Join(dir, "ready"), *runs, &sp)
+	reportStaticPod(sp)
 }
 
 // figures is what one side measured.

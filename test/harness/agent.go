@@ -45,6 +45,9 @@ func (a *Agent) start() {
 		argv = a.c.Opts.Wrap(a.N, argv)
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
+	if a.c.Opts.Env != nil {
+		cmd.Env = append(os.Environ(), a.c.Opts.Env(a.N)...)
+	}
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		logFile.Close()

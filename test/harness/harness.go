@@ -72,6 +72,11 @@ type Options struct {
 	// Extra is appended to every agent's configuration (more top-level
 	// sections, e.g. "pacemaker:").
 	Extra string
+	// Env, when set, gives extra environment for agent n's process.
+	Env func(n int) []string
+	// StaticPod runs the agents with etcd.runtime static-pod; each node
+	// gets a Kubelet that runs the manifest's etcd with this binary.
+	StaticPod string
 }
 
 // Cluster is a set of agents sharing a members file.
@@ -83,8 +88,9 @@ type Cluster struct {
 	Ports   Ports
 	Members string // path of the members file
 
-	mu     sync.Mutex
-	agents map[int]*Agent
+	mu       sync.Mutex
+	agents   map[int]*Agent
+	kubelets map[int]*Kubelet
 }
 
 // Ports are shared by every agent of a cluster (one address each).
@@ -99,7 +105,7 @@ func NewCluster(t TB, binary, dir string, opts Options) *Cluster {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		t.Fatalf("%v", err)
 	}
-	c := &Cluster{t: t, Binary: binary, Dir: dir, Opts: opts, Members: filepath.Join(dir, "members"), agents: map[int]*Agent{}}
+	c := &Cluster{t: t, Binary: binary, Dir: dir, Opts: opts, Members: filepath.Join(dir, "members"), agents: map[int]*Agent{}, kubelets: map[int]*Kubelet{}}
 	if opts.Ports != nil {
 		c.Ports = *opts.Ports
 	} else {
@@ -136,6 +142,23 @@ func (c *Cluster) ClientURL(n int) string {
 
 // DataDir is agent n's etcd data dir.
 func (c *Cluster) DataDir(n int) string { return filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "data") }
+
+// ManifestDir is agent n's kubelet manifest dir (static-pod runtime).
+func (c *Cluster) ManifestDir(n int) string {
+	return filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "manifests")
+}
+
+// Kubelet returns node n's kubelet stand-in, starting it on first use.
+func (c *Cluster) Kubelet(n int) *Kubelet {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if k, ok := c.kubelets[n]; ok {
+		return k
+	}
+	k := StartKubelet(c.t, c.ManifestDir(n), c.Opts.StaticPod, filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "etcd.log"))
+	c.kubelets[n] = k
+	return k
+}
 
 // ConfigPath is agent n's configuration file.
 func (c *Cluster) ConfigPath(n int) string {
@@ -181,8 +204,14 @@ func (c *Cluster) WriteConfig(n int) {
 	if !c.Opts.DetectAddress {
 		fmt.Fprintf(&b, "node:\n  address: %s\n", c.IP(n))
 	}
+	if c.Opts.StaticPod != "" {
+		fmt.Fprintf(&b, "staticPod:\n  manifestDir: %s\n", c.ManifestDir(n))
+	}
 	fmt.Fprintf(&b, "etcd:\n  dataDir: %s\n  clientPort: %d\n  peerPort: %d\n  listenMetricsURL: http://%s:%d\n  logLevel: warn\n",
 		c.DataDir(n), c.Ports.Client, c.Ports.Peer, c.IP(n), c.Ports.Metrics)
+	if c.Opts.StaticPod != "" {
+		b.WriteString("  runtime: static-pod\n")
+	}
 	if tls := c.Opts.TLS; tls != nil {
 		fmt.Fprintf(&b, "  tls:\n    client: {certFile: %s, keyFile: %s, caFile: %s}\n    peer: {certFile: %s, keyFile: %s, caFile: %s}\n",
 			tls.ServerCert, tls.ServerKey, tls.CA, tls.ServerCert, tls.ServerKey, tls.CA)
@@ -203,6 +232,9 @@ func (c *Cluster) Start(n int) *Agent {
 	c.t.Helper()
 	if _, err := os.Stat(c.ConfigPath(n)); err != nil {
 		c.WriteConfig(n)
+	}
+	if c.Opts.StaticPod != "" {
+		c.Kubelet(n)
 	}
 	c.mu.Lock()
 	a, ok := c.agents[n]

@@ -14,6 +14,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/etcdflags"
 	"github.com/etcdlet/etcdlet/daemon/logging"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 )
@@ -47,14 +48,16 @@ func New(log *slog.Logger) *Runtime {
 
 var _ runtime.Runtime = (*Runtime)(nil)
 
-// Start starts the embedded server and returns once its listeners are up;
-// it does not wait for the member to be ready (a joining learner or a
-// bootstrapping member waits for peers, which is the agent's concern).
-func (r *Runtime) Start(_ context.Context, spec runtime.Spec) error {
+// Apply starts the embedded server unless it runs, and returns once its
+// listeners are up; it does not wait for the member to be ready (a joining
+// learner or a bootstrapping member waits for peers, which is the agent's
+// concern). A running server keeps its flags: changing them needs a
+// restart of etcdlet.
+func (r *Runtime) Apply(_ context.Context, spec runtime.Spec) error {
 	r.mu.Lock()
 	if r.status.Running {
 		r.mu.Unlock()
-		return fmt.Errorf("start embedded etcd %s: already running", spec.Name)
+		return nil
 	}
 	r.mu.Unlock()
 
@@ -127,7 +130,10 @@ func (r *Runtime) Stop(context.Context) error {
 	return nil
 }
 
-// Status reports whether the server runs or exited on its own.
+// Close stops the server: an embedded member lives in the agent's process.
+func (r *Runtime) Close(ctx context.Context) error { return r.Stop(ctx) }
+
+// Status reports whether the server runs and how often it exited on its own.
 func (r *Runtime) Status() runtime.Status {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -176,7 +182,7 @@ func Config(spec runtime.Spec, log *slog.Logger) (*embed.Config, error) {
 	cfg.InitialClusterToken = spec.Token
 	cfg.ClientTLSInfo = tlsInfo(spec.ClientTLS)
 	cfg.PeerTLSInfo = tlsInfo(spec.PeerTLS)
-	if err := ApplyExtraArgs(cfg, spec.ExtraArgs); err != nil {
+	if err := etcdflags.Apply(cfg, spec.ExtraArgs); err != nil {
 		return nil, err
 	}
 	cfg.LogLevel = spec.LogLevel

@@ -1,4 +1,9 @@
-package embedded
+// Package etcdflags knows etcd's server flags: which exist in the etcd
+// version etcdlet is built with (etcd's config-file keys are its flag
+// names, carried as json tags of embed.Config) and what type of value each
+// takes. The embedded runtime sets them on its server configuration; the
+// static-pod runtime passes them on the command line.
+package etcdflags
 
 import (
 	"fmt"
@@ -14,11 +19,11 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 )
 
-// extraArgFields maps etcd flag names to embed.Config fields. etcd's
+// fields maps etcd flag names to embed.Config fields. etcd's
 // config file keys are its flag names, and embed.Config carries them as
 // json tags, so the flags an embedded server understands are exactly the
 // tagged fields of a type etcdlet can set from a string.
-var extraArgFields = func() map[string]int {
+var fields = func() map[string]int {
 	fields := map[string]int{}
 	t := reflect.TypeOf(embed.Config{})
 	for i := range t.NumField() {
@@ -45,24 +50,26 @@ func settable(t reflect.Type) bool {
 	return false
 }
 
-// ApplyExtraArgs sets etcd.extraArgs on an embed configuration.
-func ApplyExtraArgs(cfg *embed.Config, args map[string]string) error {
-	if errs := ValidateExtraArgs(args); len(errs) > 0 {
+// Apply sets etcd.extraArgs on an embed configuration.
+func Apply(cfg *embed.Config, args map[string]string) error {
+	if errs := Validate(args, true); len(errs) > 0 {
 		return errs
 	}
 	v := reflect.ValueOf(cfg).Elem()
 	for _, name := range slices.Sorted(maps.Keys(args)) {
-		if err := set(v.Field(extraArgFields[name]), args[name]); err != nil {
+		if err := set(v.Field(fields[name]), args[name]); err != nil {
 			return fmt.Errorf("etcd.extraArgs.%s: %w", name, err)
 		}
 	}
 	return nil
 }
 
-// ValidateExtraArgs checks that every extra argument is a flag the
-// embedded server understands, with a value of the right type. (Flags
-// etcdlet owns are rejected earlier, by config validation.)
-func ValidateExtraArgs(args map[string]string) config.Errors {
+// Validate checks etcd.extraArgs: the value of every flag etcd knows must
+// have the right type. With strict, a flag this etcd version does not know
+// is an error too: the embedded server is exactly this version. A static
+// pod may run another etcd version, whose new flags etcdlet cannot know.
+// (Flags etcdlet owns are rejected by config validation.)
+func Validate(args map[string]string, strict bool) config.Errors {
 	var errs config.Errors
 	probe := reflect.ValueOf(embed.NewConfig()).Elem()
 	for _, name := range slices.Sorted(maps.Keys(args)) {
@@ -70,9 +77,11 @@ func ValidateExtraArgs(args map[string]string) config.Errors {
 		if _, owned := config.OwnedEtcdFlag(name); owned {
 			continue
 		}
-		i, ok := extraArgFields[name]
+		i, ok := fields[name]
 		if !ok {
-			errs = append(errs, config.FieldError{Path: path, Value: args[name], Rule: "not a flag the embedded etcd server understands"})
+			if strict {
+				errs = append(errs, config.FieldError{Path: path, Value: args[name], Rule: "not a flag the embedded etcd server understands"})
+			}
 			continue
 		}
 		if err := set(probe.Field(i), args[name]); err != nil {

@@ -1,4 +1,4 @@
-package embedded
+package etcdflags
 
 import (
 	"strings"
@@ -8,9 +8,9 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
-func TestApplyExtraArgs(t *testing.T) {
+func TestApply(t *testing.T) {
 	cfg := embed.NewConfig()
-	err := ApplyExtraArgs(cfg, map[string]string{
+	err := Apply(cfg, map[string]string{
 		"snapshot-count":                 "5000",
 		"quota-backend-bytes":            "8589934592",
 		"heartbeat-interval":             "250",
@@ -29,14 +29,15 @@ func TestApplyExtraArgs(t *testing.T) {
 	}
 }
 
-func TestValidateExtraArgs(t *testing.T) {
-	errs := ValidateExtraArgs(map[string]string{
+func TestValidate(t *testing.T) {
+	args := map[string]string{
 		"snapshot-count":     "many",
 		"pre-vote":           "sometimes",
 		"no-such-flag":       "1",
 		"heartbeat-interval": "-1",
 		"name":               "owned flags are reported by config validation, not twice",
-	})
+	}
+	errs := Validate(args, true)
 	got := errs.Error()
 	for _, want := range []string{
 		`etcd.extraArgs.heartbeat-interval: "-1": must be a non-negative whole number`,
@@ -50,5 +51,14 @@ func TestValidateExtraArgs(t *testing.T) {
 	}
 	if len(errs) != 4 {
 		t.Errorf("got %d problems, want 4:\n%s", len(errs), got)
+	}
+}
+
+func TestValidateLenient(t *testing.T) {
+	// A static pod may run a newer etcd with flags this version lacks; the
+	// types of the flags it knows are still checked.
+	errs := Validate(map[string]string{"flag-of-a-newer-etcd": "x", "snapshot-count": "many"}, false)
+	if len(errs) != 1 || errs[0].Path != "etcd.extraArgs.snapshot-count" {
+		t.Errorf("lenient validation: %v", errs)
 	}
 }

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlet/etcdlet/daemon"
+	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/daemon/staticpod"
+)
+
+func newRenderCommand() *cobra.Command {
+	var path, output string
+	cmd := &cobra.Command{
+		Use:   "render",
+		Short: "Print the etcd static-pod manifest etcdlet would write now (dry run)",
+		Long: `Decide, as the agent's next reconcile pass would, how this node's etcd member
+runs (bootstrap, join as the learner the writer added, restart on its data,
+or keep running), and print the kubelet static-pod manifest for it. It reads
+the state dir and the data dir and observes the cluster, but changes
+nothing: no membership change, no file written unless --output names one.
+
+Exits non-zero on an invalid configuration, and when no member runs on this
+node now (not listed, waiting to be added, ...), saying why.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			problems, cfg, err := validateConfig(path)
+			if err != nil {
+				return err
+			}
+			if len(problems) > 0 {
+				return fmt.Errorf("invalid configuration %s:\n%s", path, problems.Error())
+			}
+			_, spec, err := daemon.Preview(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			pod, err := staticpod.Pod(spec, cfg.StaticPod)
+			if err != nil {
+				return err
+			}
+			data, err := staticpod.Marshal(pod)
+			if err != nil {
+				return err
+			}
+			if output == "-" {
+				_, err := cmd.OutOrStdout().Write(data)
+				return err
+			}
+			if err := os.MkdirAll(filepath.Dir(output), 0o700); err != nil {
+				return err
+			}
+			return atomicfile.Write(output, data, 0o600)
+		},
+	}
+	addConfigFlag(cmd, &path)
+	cmd.Flags().StringVarP(&output, "output", "o", "-", "where to write the manifest: - for stdout, or a file path (written atomically, mode 0600)")
+	return cmd
+}

@@ -1,0 +1,253 @@
+// Package protect keeps the files etcdlet renders (the etcd static-pod
+// manifest) equal to what etcdlet last wrote. An edit or deletion made by
+// anyone else is detected (fsnotify on the files' directories, plus a
+// periodic check for what a watch can miss), reverted, and reported: a log
+// line with a unified diff and a callback for metrics and events. This is
+// the node-side counterpart of etcd-druid's component-protection webhook:
+// protection can be switched off as a whole, and a file whose content
+// carries an opt-out (for the manifest the annotation
+// etcdlet.io/disable-protection, like druid's
+// druid.gardener.cloud/disable-etcd-component-protection) is left to the
+// operator while it carries it.
+package protect
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+)
+
+// ErrOptedOut is returned by Write for a file whose content on disk opts
+// out of protection: the operator took it over, and etcdlet leaves it.
+var ErrOptedOut = errors.New("the file opts out of protection; left to the operator")
+
+// Action is what the guard did about a change made by someone else.
+type Action string
+
+// Actions.
+const (
+	Reverted Action = "reverted" // edited content (or mode) put back
+	Restored Action = "restored" // a deleted file written again
+	Allowed  Action = "allowed"  // left alone: protection off, or the file opts out
+)
+
+// Change is a change to a managed file made by someone else.
+type Change struct {
+	Path   string
+	Action Action
+	// Diff is a unified diff from the expected content to what was found
+	// (/dev/null for a deleted file).
+	Diff string
+}
+
+// Options configure a guard.
+type Options struct {
+	// Enabled: revert changes. When false nothing is reverted, and Write
+	// rewrites a file only when etcdlet's own content changed.
+	Enabled bool
+	// Interval is the periodic check besides the file watch.
+	Interval time.Duration
+	Log      *slog.Logger
+	// OptOut reports whether a file's current content opts out of
+	// protection. May be nil.
+	OptOut func(path string, onDisk []byte) bool
+	// OnChange is called for every change made by someone else. May be nil.
+	OnChange func(Change)
+}
+
+// Guard keeps the files etcdlet renders equal to what etcdlet last wrote.
+type Guard struct {
+	opts Options
+
+	mu    sync.Mutex
+	files map[string]*managed
+	kick  chan struct{} // a Write added a directory to watch
+}
+
+type managed struct {
+	content []byte
+	mode    fs.FileMode
+	// reported is the found content last reported as allowed, so that a
+	// change left alone is reported once, not on every check.
+	reported *[]byte
+}
+
+// New returns a guard; Run starts watching.
+func New(opts Options) *Guard {
+	if opts.Log == nil {
+		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	return &Guard{opts: opts, files: map[string]*managed{}, kick: make(chan struct{}, 1)}
+}
+
+// Write is etcdlet's own write: the file gets content and mode atomically,
+// and from now on that is what it must be. It reports whether the bytes on
+// disk changed and what they were before (nil for no file). A file that
+// currently opts out is left alone (ErrOptedOut). With protection off, a
+// file whose expected content is unchanged is not rewritten, so an
+// operator's edit stays until etcdlet's own rendering changes.
+func (g *Guard) Write(path string, content []byte, mode fs.FileMode) (changed bool, previous []byte, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	onDisk, err := os.ReadFile(path)
+	exists := err == nil
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return false, nil, fmt.Errorf("read %s: %w", path, err)
+	}
+	if exists && g.optsOut(path, onDisk) {
+		g.track(path, content, mode)
+		return false, nil, ErrOptedOut
+	}
+	var expected []byte
+	if m, ok := g.files[path]; ok {
+		expected = m.content
+	}
+	g.track(path, content, mode)
+	if exists && bytes.Equal(onDisk, content) && modeOf(path) == mode {
+		return false, onDisk, nil
+	}
+	if exists && !g.opts.Enabled && expected != nil && bytes.Equal(expected, content) {
+		return false, onDisk, nil
+	}
+	if err := writeFile(path, content, mode); err != nil {
+		return false, nil, err
+	}
+	if !exists {
+		onDisk = nil
+	}
+	return true, onDisk, nil
+}
+
+// Release stops managing a file and moves it (if present) to keepAt; it
+// never deletes it. keepAt "" leaves the file where it is.
+func (g *Guard) Release(path, keepAt string) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.files, path)
+	if keepAt == "" {
+		return nil
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("release %s: %w", path, err)
+	}
+	// Copy, then remove: keepAt may be on another file system than path.
+	if err := atomicfile.Write(keepAt, data, 0o600); err != nil {
+		return fmt.Errorf("release %s: %w", path, err)
+	}
+	if err := os.Remove(path); err != nil {
+		return fmt.Errorf("release %s: %w", path, err)
+	}
+	return nil
+}
+
+// OptedOut reports whether a managed file currently opts out.
+func (g *Guard) OptedOut(path string) bool {
+	data, err := os.ReadFile(path)
+	return err == nil && g.optsOut(path, data)
+}
+
+// Check compares every managed file with its expected content and acts.
+func (g *Guard) Check() {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for path, m := range g.files {
+		g.check(path, m)
+	}
+}
+
+func (g *Guard) check(path string, m *managed) {
+	onDisk, err := os.ReadFile(path)
+	missing := errors.Is(err, fs.ErrNotExist)
+	if err != nil && !missing {
+		g.opts.Log.Warn("cannot read a protected file", "file", path, "error", err)
+		return
+	}
+	if !missing && bytes.Equal(onDisk, m.content) && modeOf(path) == m.mode {
+		m.reported = nil
+		return
+	}
+	diff := UnifiedDiff(path+" (written by etcdlet)", path+" (found)", m.content, onDisk)
+	if diff == "" {
+		diff = fmt.Sprintf("mode %v, want %v", modeOf(path), m.mode)
+	}
+	if missing {
+		diff = UnifiedDiff(path+" (written by etcdlet)", "/dev/null", m.content, nil)
+	}
+	if !g.opts.Enabled || (!missing && g.optsOut(path, onDisk)) {
+		if m.reported != nil && bytes.Equal(*m.reported, onDisk) {
+			return
+		}
+		found := onDisk
+		m.reported = &found
+		why := "protection is off"
+		if g.opts.Enabled {
+			why = "the file opts out of protection"
+		}
+		g.opts.Log.Info("a managed file was changed by someone else; left alone: "+why, "file", path, "action", string(Allowed), "diff", diff)
+		g.report(Change{Path: path, Action: Allowed, Diff: diff})
+		return
+	}
+	action := Reverted
+	if missing {
+		action = Restored
+	}
+	if err := writeFile(path, m.content, m.mode); err != nil {
+		g.opts.Log.Error("cannot revert a change to a protected file", "file", path, "error", err)
+		return
+	}
+	m.reported = nil
+	g.opts.Log.Warn("a managed file was changed by someone else; reverted", "file", path, "action", string(action), "diff", diff)
+	g.report(Change{Path: path, Action: action, Diff: diff})
+}
+
+func (g *Guard) report(c Change) {
+	if g.opts.OnChange != nil {
+		g.opts.OnChange(c)
+	}
+}
+
+func (g *Guard) optsOut(path string, onDisk []byte) bool {
+	return g.opts.OptOut != nil && g.opts.OptOut(path, onDisk)
+}
+
+func (g *Guard) track(path string, content []byte, mode fs.FileMode) {
+	m, ok := g.files[path]
+	if !ok {
+		m = &managed{}
+		g.files[path] = m
+		select {
+		case g.kick <- struct{}{}:
+		default:
+		}
+	}
+	m.content, m.mode = bytes.Clone(content), mode
+}
+
+// writeFile writes atomically, recreating a directory that was removed.
+func writeFile(path string, content []byte, mode fs.FileMode) error {
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return atomicfile.Write(path, content, mode)
+}
+
+func modeOf(path string) fs.FileMode {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Mode().Perm()
+}

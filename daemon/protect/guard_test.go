@@ -1,0 +1,210 @@
+package protect
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const annotation = "etcdlet.io/disable-protection"
+
+// recorder collects reported changes.
+type recorder struct {
+	mu      sync.Mutex
+	changes []Change
+}
+
+func (r *recorder) add(c Change) { r.mu.Lock(); r.changes = append(r.changes, c); r.mu.Unlock() }
+
+func (r *recorder) count(a Action) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, c := range r.changes {
+		if c.Action == a {
+			n++
+		}
+	}
+	return n
+}
+
+func (r *recorder) last() Change {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.changes[len(r.changes)-1]
+}
+
+// running starts a guard on a fresh directory with one managed file.
+func running(t *testing.T, enabled bool) (*Guard, *recorder, string) {
+	t.Helper()
+	rec := &recorder{}
+	g := New(Options{Enabled: enabled, Interval: 200 * time.Millisecond, OnChange: rec.add,
+		OptOut: func(_ string, b []byte) bool { return strings.Contains(string(b), annotation) }})
+	path := filepath.Join(t.TempDir(), "manifests", "etcd.yaml")
+	if _, _, err := g.Write(path, []byte("image: etcd\nname: etcd\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = g.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return g, rec, path
+}
+
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 5s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func content(path string) string {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "<" + err.Error() + ">"
+	}
+	return string(b)
+}
+
+func TestEditDeleteAndModeAreReverted(t *testing.T) {
+	_, rec, path := running(t, true)
+	want := "image: etcd\nname: etcd\n"
+
+	if err := os.WriteFile(path, []byte("image: evil\nname: etcd\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "edit reverted", func() bool { return content(path) == want && rec.count(Reverted) == 1 })
+	if d := rec.last().Diff; !strings.Contains(d, "-image: etcd\n+image: evil\n") {
+		t.Errorf("the report's diff does not show the edit:\n%s", d)
+	}
+
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "deletion restored", func() bool { return content(path) == want && rec.count(Restored) == 1 })
+	if d := rec.last().Diff; !strings.Contains(d, "+++ /dev/null") {
+		t.Errorf("a deletion's diff should end in /dev/null:\n%s", d)
+	}
+
+	if err := os.RemoveAll(filepath.Dir(path)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "removed directory restored", func() bool { return content(path) == want && rec.count(Restored) == 2 })
+
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "mode put back", func() bool { return modeOf(path) == 0o600 })
+	if rec.count(Allowed) != 0 {
+		t.Error("nothing may be allowed with protection on and no opt-out")
+	}
+}
+
+func TestOptOutLeavesTheFileToTheOperator(t *testing.T) {
+	g, rec, path := running(t, true)
+	mine := "image: etcd\nname: etcd\n"
+	theirs := "metadata:\n  annotations:\n    " + annotation + ": \"\"\nimage: debug\nname: etcd\n"
+	if err := os.WriteFile(path, []byte(theirs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "reported as allowed", func() bool { return rec.count(Allowed) == 1 })
+	g.Check()
+	g.Check()
+	if rec.count(Allowed) != 1 {
+		t.Error("an allowed change must be reported once")
+	}
+	if content(path) != theirs || !g.OptedOut(path) {
+		t.Fatal("an opted-out file was changed")
+	}
+	if _, _, err := g.Write(path, []byte(mine), 0o600); !errors.Is(err, ErrOptedOut) || content(path) != theirs {
+		t.Fatalf("Write over an opted-out file: %v", err)
+	}
+	// Without the annotation the file is etcdlet's again.
+	if err := os.WriteFile(path, []byte("image: debug\nname: etcd\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "reverted after the annotation went", func() bool { return content(path) == mine && rec.count(Reverted) == 1 })
+}
+
+func TestProtectionOffLeavesChanges(t *testing.T) {
+	g, rec, path := running(t, false)
+	edited := "image: etcd\nname: etcd\nextra: true\n"
+	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "reported as allowed", func() bool { return rec.count(Allowed) == 1 })
+	if content(path) != edited {
+		t.Fatal("an edit was reverted with protection off")
+	}
+	// The same rendering again does not overwrite the operator's edit...
+	if changed, _, err := g.Write(path, []byte("image: etcd\nname: etcd\n"), 0o600); err != nil || changed || content(path) != edited {
+		t.Fatalf("unchanged rendering rewrote the file (changed=%v, err=%v)", changed, err)
+	}
+	// ...a new one does.
+	if changed, _, err := g.Write(path, []byte("image: etcd:new\nname: etcd\n"), 0o600); err != nil || !changed {
+		t.Fatalf("a new rendering was not written (changed=%v, err=%v)", changed, err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "deletion reported", func() bool { return rec.count(Allowed) == 2 })
+	if _, err := os.Stat(path); err == nil {
+		t.Error("a deletion was undone with protection off")
+	}
+}
+
+func TestOwnWritesAreNeverReported(t *testing.T) {
+	g, rec, path := running(t, true)
+	var wg sync.WaitGroup
+	for i := range 4 {
+		wg.Go(func() {
+			for j := range 50 {
+				content := []byte(strings.Repeat("x", i*50+j) + "\n")
+				changed, previous, err := g.Write(path, content, 0o600)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				if changed && previous == nil {
+					t.Error("an existing file reported no previous content")
+				}
+			}
+		})
+	}
+	wg.Wait()
+	final := content(path)
+	g.Check()
+	if rec.count(Reverted)+rec.count(Restored)+rec.count(Allowed) != 0 {
+		t.Errorf("own writes were reported: %+v", rec.changes)
+	}
+	if content(path) != final {
+		t.Error("the last own write was reverted")
+	}
+}
+
+func TestReleaseKeepsTheFileAndStopsProtecting(t *testing.T) {
+	g, rec, path := running(t, true)
+	keep := filepath.Join(t.TempDir(), "kept", "etcd.yaml.stopped")
+	if err := os.MkdirAll(filepath.Dir(keep), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Release(path, keep); err != nil {
+		t.Fatal(err)
+	}
+	if content(keep) != "image: etcd\nname: etcd\n" {
+		t.Error("the released file was not kept")
+	}
+	g.Check()
+	if _, err := os.Stat(path); err == nil || rec.count(Restored) != 0 {
+		t.Error("a released file was restored")
+	}
+}

@@ -1,0 +1,87 @@
+package protect
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+)
+
+// settle lets a change written in several steps finish before the check.
+const settle = 50 * time.Millisecond
+
+// Run watches the managed files' directories (files are replaced by
+// rename, which a watch on the file itself would miss) and checks on every
+// change to a managed file, and every Interval, until ctx ends.
+func (g *Guard) Run(ctx context.Context) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch managed files: %w", err)
+	}
+	defer w.Close()
+	watched := map[string]bool{}
+	rewatch := func() {
+		g.mu.Lock()
+		dirs := map[string]bool{}
+		for path := range g.files {
+			dirs[filepath.Dir(path)] = true
+		}
+		g.mu.Unlock()
+		for dir := range dirs {
+			// A directory removed and recreated needs a new watch; Add of a
+			// watched directory is a no-op.
+			if err := w.Add(dir); err == nil {
+				watched[dir] = true
+			} else {
+				delete(watched, dir)
+			}
+		}
+	}
+	rewatch()
+	ticker := time.NewTicker(g.opts.Interval)
+	defer ticker.Stop()
+	var debounce <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-g.kick:
+			rewatch()
+		case ev, ok := <-w.Events:
+			if !ok {
+				return nil
+			}
+			if g.isManagedOrDir(ev.Name) {
+				debounce = time.After(settle)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return nil
+			}
+			g.opts.Log.Warn("watch of managed files failed; the periodic check still runs", "error", err)
+		case <-debounce:
+			debounce = nil
+			g.Check()
+			rewatch()
+		case <-ticker.C:
+			g.Check()
+			rewatch()
+		}
+	}
+}
+
+// isManagedOrDir reports whether an event's path is a managed file or the
+// directory of one.
+func (g *Guard) isManagedOrDir(name string) bool {
+	name = filepath.Clean(name)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for path := range g.files {
+		if path == name || filepath.Dir(path) == name {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,136 @@
+// Package staticpod is the static-pod runtime (etcd.runtime: static-pod):
+// etcdlet renders the kubelet manifest of the local member and the kubelet
+// runs etcd. The manifest is written through the protection guard, so it
+// is atomic, 0600, only written when the rendered bytes change, and an
+// edit or deletion by anyone else is reverted.
+package staticpod
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/daemon/protect"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+	manifest "github.com/etcdlet/etcdlet/daemon/staticpod"
+)
+
+// Runtime writes and removes the manifest.
+type Runtime struct {
+	cfg   config.StaticPod
+	guard *protect.Guard
+	log   *slog.Logger
+	// keepDir (<agent.stateDir>/manifests) holds the previous manifest and
+	// the manifests of stopped members: nothing etcdlet wrote is deleted.
+	keepDir string
+	path    string
+
+	mu       sync.Mutex
+	optedOut bool
+}
+
+// New returns a static-pod runtime writing <manifestDir>/etcd.yaml.
+func New(cfg config.StaticPod, stateDir string, guard *protect.Guard, log *slog.Logger) *Runtime {
+	return &Runtime{cfg: cfg, guard: guard, log: log, keepDir: filepath.Join(stateDir, "manifests"),
+		path: filepath.Join(cfg.ManifestDir, manifest.ManifestFile)}
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// Path is the manifest's path.
+func (r *Runtime) Path() string { return r.path }
+
+// Render builds the manifest bytes for a spec.
+func (r *Runtime) Render(spec runtime.Spec) ([]byte, error) {
+	pod, err := manifest.Pod(spec, r.cfg)
+	if err != nil {
+		return nil, err
+	}
+	return manifest.Marshal(pod)
+}
+
+// Apply writes the manifest when its rendering differs from the file; the
+// kubelet then (re)starts etcd. The previous manifest is kept in the state
+// dir. A manifest the operator took over (annotation
+// etcdlet.io/disable-protection) is left alone.
+func (r *Runtime) Apply(_ context.Context, spec runtime.Spec) error {
+	data, err := r.Render(spec)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(r.cfg.ManifestDir, 0o700); err != nil {
+		return fmt.Errorf("create manifest dir: %w", err)
+	}
+	changed, previous, err := r.guard.Write(r.path, data, 0o600)
+	r.mu.Lock()
+	wasOptedOut := r.optedOut
+	r.optedOut = errors.Is(err, protect.ErrOptedOut)
+	r.mu.Unlock()
+	switch {
+	case errors.Is(err, protect.ErrOptedOut):
+		if !wasOptedOut {
+			r.log.Warn("the etcd manifest carries "+manifest.DisableProtectionAnnotation+"; etcdlet leaves it to the operator", "file", r.path)
+		}
+		return nil
+	case err != nil:
+		return fmt.Errorf("write manifest %s: %w", r.path, err)
+	case changed:
+		r.log.Info("wrote etcd manifest", "file", r.path, "specHash", specHash(data))
+		if previous != nil {
+			if err := r.keep("etcd.yaml.previous", previous); err != nil {
+				r.log.Warn("cannot keep the previous manifest", "error", err)
+			}
+		}
+	}
+	return nil
+}
+
+// Stop takes the manifest away from the kubelet, which then stops etcd; the
+// manifest is moved to the state dir, not deleted.
+func (r *Runtime) Stop(context.Context) error {
+	if err := os.MkdirAll(r.keepDir, 0o700); err != nil {
+		return fmt.Errorf("create %s: %w", r.keepDir, err)
+	}
+	keepAt := filepath.Join(r.keepDir, "etcd.yaml.stopped-"+time.Now().UTC().Format("20060102T150405Z"))
+	if err := r.guard.Release(r.path, keepAt); err != nil {
+		return fmt.Errorf("remove manifest %s: %w", r.path, err)
+	}
+	r.log.Info("removed etcd manifest; the kubelet stops etcd", "file", r.path, "keptAt", keepAt)
+	return nil
+}
+
+// Close does nothing: etcd keeps running under the kubelet while etcdlet
+// restarts or is upgraded.
+func (r *Runtime) Close(context.Context) error { return nil }
+
+// Status says the member runs when its manifest is in place. Whether etcd
+// is up is learned from its client URL, not from the kubelet.
+func (r *Runtime) Status() runtime.Status {
+	_, err := os.Stat(r.path)
+	return runtime.Status{Running: err == nil}
+}
+
+// Changed never fires: the kubelet restarts a crashed etcd on its own.
+func (r *Runtime) Changed() <-chan struct{} { return nil }
+
+func (r *Runtime) keep(name string, data []byte) error {
+	if err := os.MkdirAll(r.keepDir, 0o700); err != nil {
+		return err
+	}
+	return atomicfile.Write(filepath.Join(r.keepDir, name), data, 0o600)
+}
+
+func specHash(data []byte) string {
+	pod, err := manifest.Unmarshal(data)
+	if err != nil {
+		return ""
+	}
+	return pod.Annotations[manifest.SpecHashAnnotation]
+}

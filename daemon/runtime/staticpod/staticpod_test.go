@@ -1,0 +1,99 @@
+package staticpod
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/protect"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+	manifest "github.com/etcdlet/etcdlet/daemon/staticpod"
+)
+
+func setup(t *testing.T) (*Runtime, runtime.Spec, runtime.Spec, string) {
+	t.Helper()
+	dir := t.TempDir()
+	cfg, err := config.Parse([]byte("cluster: {name: etcd-main}\nmembers: {source: static, addresses: [192.0.2.10]}\netcd: {runtime: static-pod, dataDir: " +
+		filepath.Join(dir, "data") + "}\nstaticPod: {manifestDir: " + filepath.Join(dir, "manifests") + "}\nagent: {stateDir: " + filepath.Join(dir, "state") + "}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	guard := protect.New(protect.Options{Enabled: true, Interval: time.Hour, Log: quiet,
+		OptOut: func(_ string, b []byte) bool { return manifest.OptsOut(b) }})
+	rt := New(cfg.StaticPod, cfg.Agent.StateDir, guard, quiet)
+	self := identity.SchemeFrom(cfg).For(netip.MustParseAddr("192.0.2.10"))
+	initial := identity.InitialCluster([]identity.Member{self})
+	return rt, runtime.BuildSpec(cfg, self, initial, runtime.StateNew), runtime.BuildSpec(cfg, self, initial, runtime.StateExisting), cfg.Agent.StateDir
+}
+
+func TestApplyWritesOnlyChangesAndKeepsThePrevious(t *testing.T) {
+	rt, bootstrap, restart, stateDir := setup(t)
+	ctx := context.Background()
+	if rt.Status().Running {
+		t.Fatal("running before any manifest")
+	}
+	if err := rt.Apply(ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(rt.Path())
+	if err != nil || fi.Mode().Perm() != 0o600 || !rt.Status().Running {
+		t.Fatalf("manifest after Apply: %v %v", fi, err)
+	}
+	first, _ := os.ReadFile(rt.Path())
+	old := time.Now().Add(-time.Hour)
+	_ = os.Chtimes(rt.Path(), old, old)
+	if err := rt.Apply(ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	if fi, _ := os.Stat(rt.Path()); !fi.ModTime().Equal(old) {
+		t.Error("an unchanged rendering rewrote the manifest (the kubelet would restart etcd)")
+	}
+	if err := rt.Apply(ctx, restart); err != nil {
+		t.Fatal(err)
+	}
+	if prev, _ := os.ReadFile(filepath.Join(stateDir, "manifests", "etcd.yaml.previous")); string(prev) != string(first) {
+		t.Error("the previous manifest was not kept")
+	}
+
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if rt.Status().Running {
+		t.Error("still running after Stop")
+	}
+	kept, _ := filepath.Glob(filepath.Join(stateDir, "manifests", "etcd.yaml.stopped-*"))
+	if len(kept) != 1 {
+		t.Errorf("the stopped manifest was not kept: %v", kept)
+	}
+	if err := rt.Close(ctx); err != nil {
+		t.Error(err)
+	}
+}
+
+func TestApplyLeavesAnOperatorsManifest(t *testing.T) {
+	rt, bootstrap, restart, _ := setup(t)
+	ctx := context.Background()
+	if err := rt.Apply(ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	data, _ := os.ReadFile(rt.Path())
+	theirs := strings.Replace(string(data), "  annotations:\n", "  annotations:\n    "+manifest.DisableProtectionAnnotation+": \"\"\n", 1)
+	if err := os.WriteFile(rt.Path(), []byte(theirs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Apply(ctx, restart); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := os.ReadFile(rt.Path()); string(got) != theirs {
+		t.Error("Apply overwrote a manifest the operator took over")
+	}
+}

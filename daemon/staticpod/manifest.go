@@ -1,0 +1,221 @@
+// Package staticpod renders the kubelet static pod that runs the local
+// etcd member (etcd.runtime: static-pod). Pod is a pure builder with golden
+// tests; writing the manifest is the static-pod runtime's business.
+package staticpod
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net/url"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/yaml"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+)
+
+// Names and annotations of the manifest.
+const (
+	PodName      = "etcd"
+	Namespace    = "kube-system"
+	ManifestFile = "etcd.yaml"
+	// SpecHashAnnotation carries a hash of the rendered pod spec: it
+	// changes exactly when the kubelet will restart etcd.
+	SpecHashAnnotation = "etcdlet.io/spec-hash"
+	// DisableProtectionAnnotation on the manifest on disk hands it to the
+	// operator: etcdlet neither reverts nor rewrites it while it is there.
+	DisableProtectionAnnotation = "etcdlet.io/disable-protection"
+	// AdvertiseClientURLsAnnotation is what kubeadm reads from etcd pods to
+	// find the cluster's client endpoints.
+	AdvertiseClientURLsAnnotation = "kubeadm.kubernetes.io/etcd.advertise-client-urls"
+)
+
+// Pod builds the static pod for a member spec. It is pure: the same spec
+// and configuration give byte-identical manifests, so the writer can skip
+// writes that would change nothing (and restart nothing).
+func Pod(spec runtime.Spec, sp config.StaticPod) (*corev1.Pod, error) {
+	metrics, err := url.Parse(spec.ListenMetricsURL)
+	if err != nil || metrics.Port() == "" {
+		return nil, fmt.Errorf("metrics URL %q: a URL with a port is needed for the probes", spec.ListenMetricsURL)
+	}
+	port, err := strconv.Atoi(metrics.Port())
+	if err != nil {
+		return nil, fmt.Errorf("metrics URL %q: %w", spec.ListenMetricsURL, err)
+	}
+	cpu, err := resource.ParseQuantity(sp.CPURequest)
+	if err != nil {
+		return nil, fmt.Errorf("staticPod.cpuRequest %q: %w", sp.CPURequest, err)
+	}
+	memory, err := resource.ParseQuantity(sp.MemoryRequest)
+	if err != nil {
+		return nil, fmt.Errorf("staticPod.memoryRequest %q: %w", sp.MemoryRequest, err)
+	}
+	volumes, mounts := volumes(spec)
+	probe := func(path string, delay, failures, period int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
+				Host: metrics.Hostname(), Path: path, Port: intstr.FromInt(port), Scheme: corev1.URIScheme(strings.ToUpper(metrics.Scheme)),
+			}},
+			InitialDelaySeconds: delay, TimeoutSeconds: 15, FailureThreshold: failures, PeriodSeconds: period,
+		}
+	}
+	pod := &corev1.Pod{
+		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: PodName, Namespace: Namespace,
+			Labels:      map[string]string{"component": "etcd", "tier": "control-plane"},
+			Annotations: map[string]string{AdvertiseClientURLsAnnotation: spec.AdvertiseClientURL},
+		},
+		Spec: corev1.PodSpec{
+			Containers: []corev1.Container{{
+				Name:            "etcd",
+				Image:           sp.Image,
+				ImagePullPolicy: corev1.PullPolicy(sp.ImagePullPolicy),
+				Command:         Command(spec, sp.Command),
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+					corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory,
+				}},
+				VolumeMounts: mounts,
+				// kubeadm's probe timings: a slow disk must not get etcd
+				// killed while it replays its WAL, and readiness reacts in
+				// seconds.
+				StartupProbe:   probe("/livez", 10, 24, 10),
+				LivenessProbe:  probe("/livez", 10, 8, 10),
+				ReadinessProbe: probe("/readyz", 0, 3, 1),
+			}},
+			HostNetwork:       true,
+			PriorityClassName: "system-node-critical",
+			SecurityContext: &corev1.PodSecurityContext{
+				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
+			},
+			Volumes: volumes,
+		},
+	}
+	hash, err := specHash(pod.Spec)
+	if err != nil {
+		return nil, err
+	}
+	pod.Annotations[SpecHashAnnotation] = hash
+	return pod, nil
+}
+
+// Command is etcd's command line: the executable, then every flag as
+// --name=value sorted by name (as kubeadm renders it), so that the same
+// spec always gives the same line.
+func Command(spec runtime.Spec, executable string) []string {
+	flags := map[string]string{
+		"name":                        spec.Name,
+		"data-dir":                    spec.DataDir,
+		"listen-peer-urls":            strings.Join(spec.ListenPeerURLs, ","),
+		"initial-advertise-peer-urls": spec.AdvertisePeerURL,
+		"listen-client-urls":          strings.Join(spec.ListenClientURLs, ","),
+		"advertise-client-urls":       spec.AdvertiseClientURL,
+		"listen-metrics-urls":         spec.ListenMetricsURL,
+		"initial-cluster":             spec.InitialCluster,
+		"initial-cluster-state":       spec.InitialClusterState,
+		"initial-cluster-token":       spec.Token,
+		"log-level":                   spec.LogLevel,
+	}
+	tls := func(prefix string, f config.TLSFiles) {
+		if f.CertFile == "" {
+			return
+		}
+		flags[prefix+"cert-file"], flags[prefix+"key-file"] = f.CertFile, f.KeyFile
+		if f.CAFile != "" {
+			flags[prefix+"trusted-ca-file"], flags[prefix+"client-cert-auth"] = f.CAFile, "true"
+		}
+	}
+	tls("", spec.ClientTLS)
+	tls("peer-", spec.PeerTLS)
+	// Config validation refuses extra args etcdlet owns; never let one
+	// override an owned flag here either.
+	for name, value := range spec.ExtraArgs {
+		if _, owned := flags[name]; !owned {
+			flags[name] = value
+		}
+	}
+	cmd := []string{executable}
+	for _, name := range slices.Sorted(maps.Keys(flags)) {
+		cmd = append(cmd, "--"+name+"="+flags[name])
+	}
+	return cmd
+}
+
+// volumes mounts the data dir and the directories of the certificates, each
+// at the same path as on the host, so etcd's flags name host paths.
+func volumes(spec runtime.Spec) ([]corev1.Volume, []corev1.VolumeMount) {
+	directoryOrCreate := corev1.HostPathDirectoryOrCreate
+	vols := []corev1.Volume{{Name: "etcd-data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: spec.DataDir, Type: &directoryOrCreate}}}}
+	mounts := []corev1.VolumeMount{{Name: "etcd-data", MountPath: spec.DataDir}}
+	dirs := map[string]bool{}
+	for _, f := range []config.TLSFiles{spec.ClientTLS, spec.PeerTLS} {
+		for _, path := range []string{f.CertFile, f.KeyFile, f.CAFile} {
+			if path != "" {
+				dirs[filepath.Dir(path)] = true
+			}
+		}
+	}
+	directory := corev1.HostPathDirectory
+	for i, dir := range slices.Sorted(maps.Keys(dirs)) {
+		name := "etcd-certs"
+		if i > 0 {
+			name = fmt.Sprintf("etcd-certs-%d", i+1)
+		}
+		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &directory}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+	}
+	return vols, mounts
+}
+
+func specHash(spec corev1.PodSpec) (string, error) {
+	b, err := json.Marshal(spec)
+	if err != nil {
+		return "", fmt.Errorf("hash pod spec: %w", err)
+	}
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8]), nil
+}
+
+// Marshal renders the manifest as YAML.
+func Marshal(pod *corev1.Pod) ([]byte, error) {
+	b, err := yaml.Marshal(pod)
+	if err != nil {
+		return nil, fmt.Errorf("render manifest: %w", err)
+	}
+	return b, nil
+}
+
+// Unmarshal reads a manifest strictly: unknown fields are errors.
+func Unmarshal(data []byte) (*corev1.Pod, error) {
+	pod := &corev1.Pod{}
+	if err := yaml.UnmarshalStrict(data, pod); err != nil {
+		return nil, fmt.Errorf("read manifest: %w", err)
+	}
+	return pod, nil
+}
+
+// OptsOut reports whether a manifest on disk carries the opt-out
+// annotation. A file that does not parse does not opt out.
+func OptsOut(data []byte) bool {
+	var meta struct {
+		Metadata struct {
+			Annotations map[string]string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := yaml.Unmarshal(data, &meta); err != nil {
+		return false
+	}
+	_, ok := meta.Metadata.Annotations[DisableProtectionAnnotation]
+	return ok
+}
