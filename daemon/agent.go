@@ -233,6 +233,8 @@ func immutableChanges(old, next *config.Config) []string {
 	check("etcd", fmt.Sprint(old.Etcd) != fmt.Sprint(next.Etcd))
 	check("agent", old.Agent != next.Agent)
 	check("pacemaker", fmt.Sprint(old.Pacemaker) != fmt.Sprint(next.Pacemaker))
+	check("staticPod", old.StaticPod != next.StaticPod)
+	check("protection", old.Protection.On() != next.Protection.On() || old.Protection.Interval != next.Protection.Interval)
 	return fields
 }
 
