@@ -98,12 +98,11 @@ func New(opts Options) *Guard {
 func (g *Guard) Write(path string, content []byte, mode fs.FileMode) (changed bool, previous []byte, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	onDisk, err := os.ReadFile(path)
-	exists := err == nil
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	f, err := readFound(path)
+	if err != nil {
 		return false, nil, fmt.Errorf("read %s: %w", path, err)
 	}
-	if exists && g.optsOut(path, onDisk) {
+	if !f.missing && g.optsOut(path, f.data) {
 		g.track(path, content, mode)
 		return false, nil, ErrOptedOut
 	}
@@ -112,19 +111,16 @@ func (g *Guard) Write(path string, content []byte, mode fs.FileMode) (changed bo
 		expected = m.content
 	}
 	g.track(path, content, mode)
-	if exists && bytes.Equal(onDisk, content) && modeOf(path) == mode {
-		return false, onDisk, nil
+	if f.matches(g.files[path]) {
+		return false, f.data, nil
 	}
-	if exists && !g.opts.Enabled && expected != nil && bytes.Equal(expected, content) {
-		return false, onDisk, nil
+	if !f.missing && !g.opts.Enabled && expected != nil && bytes.Equal(expected, content) {
+		return false, f.data, nil
 	}
 	if err := writeFile(path, content, mode); err != nil {
 		return false, nil, err
 	}
-	if !exists {
-		onDisk = nil
-	}
-	return true, onDisk, nil
+	return true, f.data, nil
 }
 
 // Release stops managing a file and moves it (if present) to keepAt; it
@@ -159,39 +155,91 @@ func (g *Guard) OptedOut(path string) bool {
 	return err == nil && g.optsOut(path, data)
 }
 
-// Check compares every managed file with its expected content and acts.
+// Check compares every managed file with what etcdlet wrote and acts on
+// a difference. It may wait for a file to hold still (see checkFile).
 func (g *Guard) Check() {
 	g.mu.Lock()
-	defer g.mu.Unlock()
-	for path, m := range g.files {
-		g.check(path, m)
+	paths := make([]string, 0, len(g.files))
+	for path := range g.files {
+		paths = append(paths, path)
+	}
+	g.mu.Unlock()
+	for _, path := range paths {
+		g.checkFile(path)
 	}
 }
 
-func (g *Guard) check(path string, m *managed) {
-	onDisk, err := os.ReadFile(path)
-	missing := errors.Is(err, fs.ErrNotExist)
-	if err != nil && !missing {
+// checkFile acts on a managed file that differs from what etcdlet wrote.
+// Someone writing it in place (an editor, "echo >", os.WriteFile) truncates
+// it first and writes after: acting on that half-written state would both
+// misread the content (an opt-out annotation not written yet) and cut the
+// writer off, its remaining writes landing in the file the atomic revert
+// just unlinked. So a difference is acted on only when the file held
+// still for the settle time; a file still changing is left to the event
+// its next write brings, or to the periodic check.
+func (g *Guard) checkFile(path string) {
+	first, ok := g.differs(path)
+	if !ok {
+		return
+	}
+	time.Sleep(settle)
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := g.files[path]
+	if m == nil {
+		return // released meanwhile
+	}
+	now, err := readFound(path)
+	if err != nil {
 		g.opts.Log.Warn("cannot read a protected file", "file", path, "error", err)
 		return
 	}
-	if !missing && bytes.Equal(onDisk, m.content) && modeOf(path) == m.mode {
-		m.reported = nil
+	if now.matches(m) {
+		m.reported = nil // e.g. etcdlet's own write meanwhile
 		return
 	}
-	diff := UnifiedDiff(path+" (written by etcdlet)", path+" (found)", m.content, onDisk)
-	if diff == "" {
-		diff = fmt.Sprintf("mode %v, want %v", modeOf(path), m.mode)
+	if !now.same(first) {
+		return
 	}
-	if missing {
+	g.act(path, m, now)
+}
+
+// differs reads a managed file and reports whether it differs from what
+// etcdlet wrote.
+func (g *Guard) differs(path string) (found, bool) {
+	f, err := readFound(path)
+	if err != nil {
+		g.opts.Log.Warn("cannot read a protected file", "file", path, "error", err)
+		return found{}, false
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := g.files[path]
+	if m == nil {
+		return found{}, false
+	}
+	if f.matches(m) {
+		m.reported = nil
+		return found{}, false
+	}
+	return f, true
+}
+
+// act reverts, restores or (protection off, opted out) reports a change
+// someone else made. The caller holds g.mu.
+func (g *Guard) act(path string, m *managed, f found) {
+	diff := UnifiedDiff(path+" (written by etcdlet)", path+" (found)", m.content, f.data)
+	if f.missing {
 		diff = UnifiedDiff(path+" (written by etcdlet)", "/dev/null", m.content, nil)
+	} else if diff == "" {
+		diff = fmt.Sprintf("mode %v, want %v", f.mode, m.mode)
 	}
-	if !g.opts.Enabled || (!missing && g.optsOut(path, onDisk)) {
-		if m.reported != nil && bytes.Equal(*m.reported, onDisk) {
+	if !g.opts.Enabled || (!f.missing && g.optsOut(path, f.data)) {
+		if m.reported != nil && bytes.Equal(*m.reported, f.data) {
 			return
 		}
-		found := onDisk
-		m.reported = &found
+		data := f.data
+		m.reported = &data
 		why := "protection is off"
 		if g.opts.Enabled {
 			why = "the file opts out of protection"
@@ -201,7 +249,7 @@ func (g *Guard) check(path string, m *managed) {
 		return
 	}
 	action := Reverted
-	if missing {
+	if f.missing {
 		action = Restored
 	}
 	if err := writeFile(path, m.content, m.mode); err != nil {
@@ -211,6 +259,42 @@ func (g *Guard) check(path string, m *managed) {
 	m.reported = nil
 	g.opts.Log.Warn("a managed file was changed by someone else; reverted", "file", path, "action", string(action), "diff", diff)
 	g.report(Change{Path: path, Action: action, Diff: diff})
+}
+
+// found is a managed file as found on disk.
+type found struct {
+	data    []byte
+	mode    fs.FileMode
+	modTime time.Time
+	missing bool
+}
+
+func readFound(path string) (found, error) {
+	fi, err := os.Stat(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return found{missing: true}, nil
+	}
+	if err != nil {
+		return found{}, err
+	}
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return found{missing: true}, nil
+	}
+	if err != nil {
+		return found{}, err
+	}
+	return found{data: data, mode: fi.Mode().Perm(), modTime: fi.ModTime()}, nil
+}
+
+// matches reports whether the file is what etcdlet wrote.
+func (f found) matches(m *managed) bool {
+	return !f.missing && f.mode == m.mode && bytes.Equal(f.data, m.content)
+}
+
+// same reports whether two reads found the file unchanged.
+func (f found) same(o found) bool {
+	return f.missing == o.missing && f.mode == o.mode && f.modTime.Equal(o.modTime) && bytes.Equal(f.data, o.data)
 }
 
 func (g *Guard) report(c Change) {
@@ -242,12 +326,4 @@ func writeFile(path string, content []byte, mode fs.FileMode) error {
 		return fmt.Errorf("write %s: %w", path, err)
 	}
 	return atomicfile.Write(path, content, mode)
-}
-
-func modeOf(path string) fs.FileMode {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return 0
-	}
-	return fi.Mode().Perm()
 }

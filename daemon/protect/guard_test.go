@@ -135,6 +135,42 @@ func TestOptOutLeavesTheFileToTheOperator(t *testing.T) {
 	eventually(t, "reverted after the annotation went", func() bool { return content(path) == mine && rec.count(Reverted) == 1 })
 }
 
+// An operator writing the file in place (truncate, then write in pieces,
+// as editors and "echo >" do) is not interrupted: the guard acts on the
+// finished content, here an opt-out that only the last piece completes.
+func TestInPlaceWriteIsJudgedWhenFinished(t *testing.T) {
+	g, rec, path := running(t, true)
+	theirs := "image: debug\nname: etcd\nmetadata:\n  annotations:\n    " + annotation + ": \"\"\n"
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Pieces with pauses well under the settle time, for three periodic
+	// check intervals (200ms): checks land mid-write, and each sees a file
+	// that does not hold still.
+	const pieces, pause = 30, 20 * time.Millisecond
+	for i := range pieces {
+		lo, hi := i*len(theirs)/pieces, (i+1)*len(theirs)/pieces
+		if _, err := f.WriteString(theirs[lo:hi]); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(pause)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the finished write reported as allowed", func() bool { return rec.count(Allowed) == 1 })
+	if got := content(path); got != theirs {
+		t.Fatalf("the operator's in-place write was cut off or reverted; found:\n%s", got)
+	}
+	if n := rec.count(Reverted) + rec.count(Restored); n != 0 {
+		t.Errorf("%d reverts of a file being written", n)
+	}
+	if !g.OptedOut(path) {
+		t.Error("the finished file does not opt out")
+	}
+}
+
 func TestProtectionOffLeavesChanges(t *testing.T) {
 	g, rec, path := running(t, false)
 	edited := "image: etcd\nname: etcd\nextra: true\n"
@@ -207,4 +243,12 @@ func TestReleaseKeepsTheFileAndStopsProtecting(t *testing.T) {
 	if _, err := os.Stat(path); err == nil || rec.count(Restored) != 0 {
 		t.Error("a released file was restored")
 	}
+}
+
+func modeOf(path string) os.FileMode {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Mode().Perm()
 }

@@ -9,8 +9,9 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// settle lets a change written in several steps finish before the check.
-const settle = 50 * time.Millisecond
+// settle is how long a changed file must hold still before the guard acts
+// on it: a change written in several steps finishes first.
+const settle = 100 * time.Millisecond
 
 // Run watches the managed files' directories (files are replaced by
 // rename, which a watch on the file itself would miss) and checks on every
