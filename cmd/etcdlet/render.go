@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 
@@ -27,12 +26,9 @@ Exits non-zero on an invalid configuration, and when no member runs on this
 node now (not listed, waiting to be added, ...), saying why.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			problems, cfg, err := validateConfig(path)
+			cfg, err := loadValidConfig(path)
 			if err != nil {
 				return err
-			}
-			if len(problems) > 0 {
-				return fmt.Errorf("invalid configuration %s:\n%s", path, problems.Error())
 			}
 			_, spec, err := daemon.Preview(cmd.Context(), cfg)
 			if err != nil {

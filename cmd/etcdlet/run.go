@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
@@ -36,12 +35,9 @@ Signals:
                    other field is refused (logged) and needs a restart`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			problems, cfg, err := validateConfig(path)
+			cfg, err := loadValidConfig(path)
 			if err != nil {
 				return err
-			}
-			if len(problems) > 0 {
-				return fmt.Errorf("invalid configuration %s:\n%s", path, problems.Error())
 			}
 			log, _ := logging.New(os.Stderr, cfg.Agent.LogFormat, cfg.Agent.LogLevel)
 			agent, err := daemon.New(cfg, log)

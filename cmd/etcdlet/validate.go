@@ -77,3 +77,16 @@ func validateConfig(path string) (config.Errors, *config.Config, error) {
 	}
 	return append(problems, etcdflags.Validate(cfg.Etcd.ExtraArgs, cfg.Etcd.Runtime == config.RuntimeEmbedded)...), cfg, nil
 }
+
+// loadValidConfig loads a configuration that commands act on: any problem
+// is an error listing every problem, one per line.
+func loadValidConfig(path string) (*config.Config, error) {
+	problems, cfg, err := validateConfig(path)
+	if err != nil {
+		return nil, err
+	}
+	if len(problems) > 0 {
+		return nil, fmt.Errorf("invalid configuration %s:\n%s", path, problems.Error())
+	}
+	return cfg, nil
+}
