@@ -55,7 +55,7 @@ type Agent struct {
 	logged       map[string]string // logOnce: category -> last key
 	stale        []uint64
 	seenExits    uint64    // runtime exit count already accounted for
-	exits        int       // consecutive exits of the local member on its own
+	exits        int       // consecutive failed starts and exits of the local member
 	restartAfter time.Time // no restart before this (crash-loop backoff)
 	settling     int       // passes since the last progress, for settle()
 	applied      bool      // the local decision was carried out once (for READY)

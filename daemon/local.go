@@ -24,10 +24,9 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 	rt := a.runtime.Status()
 	if rt.Exits != a.seenExits {
 		a.seenExits = rt.Exits
-		a.exits++
 		// A member that keeps stopping on its own is restarted with a
 		// growing delay; removal is told apart below by the member list.
-		a.restartAfter = time.Now().Add(min(time.Second<<min(a.exits-1, 6), time.Minute))
+		a.backOff()
 	}
 	if rt.MemberID != 0 && a.state.MemberID != membership.IDString(rt.MemberID) {
 		a.state.MemberID = membership.IDString(rt.MemberID)
@@ -67,10 +66,11 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 		spec, _ := SpecFor(a.cfg, a.self, d, a.state)
 		a.apply(ctx, spec, false)
 	case localmember.Restart, localmember.Bootstrap, localmember.Join:
-		// Only a restart on existing data can be a crash loop: a join or
-		// bootstrap that fails leaves a WAL behind, so its retry is a
-		// restart. (A member stopping because it was removed is no crash.)
-		if wait := time.Until(a.restartAfter); d.Kind == localmember.Restart && wait > 0 {
+		// After an exit or a failed start (a port taken, a certificate
+		// unreadable), wait out the backoff, whatever is started next. A
+		// member stopping because it was removed is no crash: moving its
+		// data aside resets the backoff.
+		if wait := time.Until(a.restartAfter); wait > 0 {
 			return wait
 		}
 		spec, _ := SpecFor(a.cfg, a.self, d, a.state)
@@ -115,8 +115,8 @@ func (a *Agent) apply(ctx context.Context, spec runtime.Spec, starting bool) {
 			"initialClusterState", spec.InitialClusterState, "initialCluster", spec.InitialCluster)
 	}
 	if err := a.runtime.Apply(ctx, spec); err != nil {
-		a.log.Error("run local member", "member", spec.Name, "error", err)
-		a.restartAfter = time.Now().Add(time.Second)
+		a.backOff()
+		a.log.Error("run local member", "member", spec.Name, "error", err, "retryIn", time.Until(a.restartAfter).Round(time.Second).String())
 		return
 	}
 	a.applied = true
@@ -124,6 +124,13 @@ func (a *Agent) apply(ctx context.Context, spec runtime.Spec, starting bool) {
 		a.state.MemberID = membership.IDString(id)
 		a.saveState()
 	}
+}
+
+// backOff counts a failed start or an exit of the local member and sets
+// the earliest next start: 1s, doubling up to a minute.
+func (a *Agent) backOff() {
+	a.exits++
+	a.restartAfter = time.Now().Add(min(time.Second<<min(a.exits-1, 6), time.Minute))
 }
 
 // localMemberID is the local member's ID: what the runtime knows, else what

@@ -51,6 +51,7 @@ const (
 	netProtectionOff
 	netNotify
 	netKubeAPIServer
+	netPortTaken
 )
 
 // maxWriteGap bounds how long the cluster may refuse writes during a

@@ -1,7 +1,11 @@
 package test
 
 import (
+	"fmt"
+	"net"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -126,6 +130,48 @@ func TestKillDuringJoin(t *testing.T) {
 	a4.Restart()
 	c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
 	checkWrites(t, w)
+}
+
+// The local member cannot start (another process holds its client port):
+// the agent retries with a growing delay, not in a tight loop, and the
+// member starts unaided once the port is free.
+func TestFailedStartBacksOffAndRecovers(t *testing.T) {
+	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netPortTaken})
+	c.WriteMembers(1)
+	squatter, err := net.Listen("tcp", net.JoinHostPort(c.IP(1), strconv.Itoa(c.Ports.Client)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer squatter.Close()
+	a := c.Start(1)
+	var failures []map[string]any
+	harness.Eventually(t, 30*time.Second, "three failed starts", func() error {
+		failures = failures[:0]
+		for _, e := range a.LogEntries() {
+			if e["msg"] == "run local member" {
+				failures = append(failures, e)
+			}
+		}
+		if len(failures) < 3 {
+			return errorf("%d failed starts", len(failures))
+		}
+		return nil
+	})
+	for i, want := range []string{"1s", "2s", "4s"} {
+		if got := fmt.Sprint(failures[i]["retryIn"]); got != want {
+			t.Errorf("failed start %d: retryIn %s, want %s", i+1, got, want)
+		}
+		if !strings.Contains(fmt.Sprint(failures[i]["error"]), "address already in use") {
+			t.Errorf("failed start %d does not say why: %v", i+1, failures[i]["error"])
+		}
+	}
+	first, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(failures[0]["time"]))
+	third, _ := time.Parse(time.RFC3339Nano, fmt.Sprint(failures[2]["time"]))
+	if gap := third.Sub(first); gap < 3*time.Second-100*time.Millisecond {
+		t.Errorf("three failed starts within %s: the agent does not back off", gap)
+	}
+	squatter.Close()
+	c.Wait(c.Client(), convergeTimeout, 1)
 }
 
 // Agents started at the same instant, then one list change seen by all at

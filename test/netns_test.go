@@ -5,34 +5,20 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
-// Two hosts, each a network namespace with its own address on a veth pair,
+// Two hosts, each a network namespace with its own address on a bridge,
 // and neither agent told its address: each detects the one listed address
 // assigned to its host (through netlink) and the two form a cluster.
 func TestNodeAddressDetectedInNetworkNamespaces(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test creates network namespaces and needs root: run `sudo make test`")
-	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatal("this test needs iproute2's `ip`: apt-get install -y iproute2")
-	}
-	ns := func(n int) string { return fmt.Sprintf("etcdlet-e2e-%d-%d", os.Getpid(), n) }
 	addr := func(n int) string { return fmt.Sprintf("192.0.2.%d", 10+n) }
-	for _, n := range []int{1, 2} {
-		run(t, "ip", "netns", "add", ns(n))
-		t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", ns(n)).Run() })
-	}
-	run(t, "ip", "link", "add", "veth-etcdlet-1", "netns", ns(1), "type", "veth", "peer", "name", "veth-etcdlet-2", "netns", ns(2))
-	for _, n := range []int{1, 2} {
-		run(t, "ip", "-n", ns(n), "link", "set", "lo", "up")
-		run(t, "ip", "-n", ns(n), "addr", "add", addr(n)+"/24", "dev", fmt.Sprintf("veth-etcdlet-%d", n))
-		run(t, "ip", "-n", ns(n), "link", "set", fmt.Sprintf("veth-etcdlet-%d", n), "up")
-	}
+	ns := bridgedHosts(t, "v4", 2, func(n int) string { return addr(n) + "/24" })
 
 	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{
 		Addr:          addr,
@@ -46,8 +32,97 @@ func TestNodeAddressDetectedInNetworkNamespaces(t *testing.T) {
 	c.Start(1)
 	c.Start(2)
 
-	harness.Eventually(t, convergeTimeout, "the two agents form a cluster on their detected addresses", func() error {
-		out, err := exec.Command("ip", "netns", "exec", ns(1), binary, "status", "--config", c.ConfigPath(1), "-o", "json").Output()
+	waitStatusInNetns(t, ns(1), c, 1, "the two agents form a cluster on their detected addresses", addr(1), addr(2))
+	for _, n := range []int{1, 2} {
+		if c.Agent(n).CountLog("detected node address", map[string]string{"address": addr(n)}) != 1 {
+			t.Errorf("agent %d did not log detecting %s", n, addr(n))
+		}
+	}
+}
+
+// An IPv6 cluster, end to end: four hosts, each a network namespace with
+// its own IPv6 address on a shared bridge (the host's addresses stay
+// untouched), bootstrap three members, add a fourth, remove one. Every URL
+// etcdlet builds and every listener it opens must bracket the addresses.
+func TestIPv6Membership(t *testing.T) {
+	addr := func(n int) string { return fmt.Sprintf("fd00:e7cd:1::%x", 0xa0+n) }
+	ns := bridgedHosts(t, "v6", 4, func(n int) string { return addr(n) + "/64" })
+	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{
+		Addr:  addr,
+		Ports: &harness.Ports{Client: 2379, Peer: 2380, Metrics: 2381, Agent: 9479},
+		Wrap: func(n int, argv []string) []string {
+			return append([]string{"ip", "netns", "exec", ns(n)}, argv...)
+		},
+	})
+	c.WriteMembers(1, 2, 3)
+	for n := 1; n <= 3; n++ {
+		c.Start(n)
+	}
+	waitStatusInNetns(t, ns(1), c, 1, "three IPv6 members bootstrap", addr(1), addr(2), addr(3))
+
+	c.Start(4)
+	c.WriteMembers(1, 2, 3, 4)
+	waitStatusInNetns(t, ns(1), c, 1, "the fourth IPv6 member joins and votes", addr(1), addr(2), addr(3), addr(4))
+
+	c.WriteMembers(1, 3, 4)
+	waitStatusInNetns(t, ns(3), c, 3, "the removed IPv6 member leaves", addr(1), addr(3), addr(4))
+	harness.Eventually(t, 30*time.Second, "the removed member's data moved aside", func() error {
+		if len(movedAside(t, c, 2)) == 0 {
+			return errorf("not moved aside yet")
+		}
+		return nil
+	})
+	requireKeptData(t, movedAside(t, c, 2))
+}
+
+// bridgedHosts creates count "hosts": network namespaces, each with a veth
+// into a bridge in one more namespace, host n's veth carrying cidr(n)
+// (IPv6 without duplicate address detection, so usable at once). It
+// returns the namespace name of host n; all are deleted after the test.
+func bridgedHosts(t *testing.T, tag string, count int, cidr func(n int) string) func(n int) string {
+	t.Helper()
+	prefix := fmt.Sprintf("etcdlet-%d-%s", os.Getpid(), tag)
+	ns := func(n int) string { return fmt.Sprintf("%s-%d", prefix, n) }
+	bridge := prefix + "-br"
+	addNetns(t, bridge)
+	run(t, "ip", "-n", bridge, "link", "add", "br0", "type", "bridge")
+	run(t, "ip", "-n", bridge, "link", "set", "br0", "up")
+	for n := 1; n <= count; n++ {
+		addNetns(t, ns(n))
+		port := fmt.Sprintf("port%d", n)
+		run(t, "ip", "-n", ns(n), "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", bridge)
+		run(t, "ip", "-n", bridge, "link", "set", port, "master", "br0", "up")
+		run(t, "ip", "-n", ns(n), "link", "set", "lo", "up")
+		run(t, "ip", "-n", ns(n), "link", "set", "eth0", "up")
+		argv := []string{"ip", "-n", ns(n), "addr", "add", cidr(n), "dev", "eth0"}
+		if strings.Contains(cidr(n), ":") {
+			argv = append(argv, "nodad")
+		}
+		run(t, argv...)
+	}
+	return ns
+}
+
+// addNetns creates a network namespace that is deleted after the test.
+func addNetns(t *testing.T, name string) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test creates network namespaces and needs root: run `sudo make test`")
+	}
+	if _, err := exec.LookPath("ip"); err != nil {
+		t.Fatal("this test needs iproute2's `ip`: apt-get install -y iproute2")
+	}
+	run(t, "ip", "netns", "add", name)
+	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
+}
+
+// waitStatusInNetns waits until `etcdlet status` of agent n, run inside
+// the namespace (the host cannot reach its addresses), reports a converged
+// cluster of exactly the given IPs, all healthy voters or leader.
+func waitStatusInNetns(t *testing.T, ns string, c *harness.Cluster, n int, what string, ips ...string) {
+	t.Helper()
+	harness.Eventually(t, convergeTimeout, what, func() error {
+		out, err := exec.Command("ip", "netns", "exec", ns, binary, "status", "--config", c.ConfigPath(n), "-o", "json").Output()
 		if err != nil {
 			return fmt.Errorf("status: %v", err)
 		}
@@ -58,16 +133,17 @@ func TestNodeAddressDetectedInNetworkNamespaces(t *testing.T) {
 		if err := json.Unmarshal(out, &report); err != nil {
 			return err
 		}
-		if !report.Converged || len(report.Members) != 2 {
+		if !report.Converged || len(report.Members) != len(ips) {
 			return fmt.Errorf("not converged: %s", out)
+		}
+		for _, m := range report.Members {
+			if !slices.Contains(ips, m.IP) || m.InList != "yes" || m.Health != "healthy" ||
+				(m.Role != "voter" && m.Role != "leader") || m.Name != "etcd-main-"+m.IP {
+				return fmt.Errorf("member %+v is not a healthy listed voter of %v", m, ips)
+			}
 		}
 		return nil
 	})
-	for _, n := range []int{1, 2} {
-		if c.Agent(n).CountLog("detected node address", map[string]string{"address": addr(n)}) != 1 {
-			t.Errorf("agent %d did not log detecting %s", n, addr(n))
-		}
-	}
 }
 
 func run(t *testing.T, argv ...string) {

@@ -207,8 +207,8 @@ func (c *Cluster) WriteConfig(n int) {
 	if c.Opts.StaticPod != "" {
 		fmt.Fprintf(&b, "staticPod:\n  manifestDir: %s\n", c.ManifestDir(n))
 	}
-	fmt.Fprintf(&b, "etcd:\n  dataDir: %s\n  clientPort: %d\n  peerPort: %d\n  listenMetricsURL: http://%s:%d\n  logLevel: warn\n",
-		c.DataDir(n), c.Ports.Client, c.Ports.Peer, c.IP(n), c.Ports.Metrics)
+	fmt.Fprintf(&b, "etcd:\n  dataDir: %s\n  clientPort: %d\n  peerPort: %d\n  listenMetricsURL: http://%s\n  logLevel: warn\n",
+		c.DataDir(n), c.Ports.Client, c.Ports.Peer, net.JoinHostPort(c.IP(n), strconv.Itoa(c.Ports.Metrics)))
 	if c.Opts.StaticPod != "" {
 		b.WriteString("  runtime: static-pod\n")
 	}
@@ -216,8 +216,8 @@ func (c *Cluster) WriteConfig(n int) {
 		fmt.Fprintf(&b, "  tls:\n    client: {certFile: %s, keyFile: %s, caFile: %s}\n    peer: {certFile: %s, keyFile: %s, caFile: %s}\n",
 			tls.ServerCert, tls.ServerKey, tls.CA, tls.ServerCert, tls.ServerKey, tls.CA)
 	}
-	fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: %s:%d\n  reconcileInterval: %s\n  logFormat: json\n  logLevel: debug\n",
-		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), c.IP(n), c.Ports.Agent, c.Opts.ReconcileInterval)
+	fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: \"%s\"\n  reconcileInterval: %s\n  logFormat: json\n  logLevel: debug\n",
+		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), net.JoinHostPort(c.IP(n), strconv.Itoa(c.Ports.Agent)), c.Opts.ReconcileInterval)
 	if tls := c.Opts.TLS; tls != nil {
 		fmt.Fprintf(&b, "  etcdClientTLS: {certFile: %s, keyFile: %s, caFile: %s}\n", tls.ClientCert, tls.ClientKey, tls.CA)
 	}
