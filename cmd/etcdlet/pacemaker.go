@@ -67,6 +67,13 @@ failing), printing why.`,
 				return err
 			}
 			snap := collector.Poll(cmd.Context())
+			if snap.Known {
+				// The log is quiet below errors; what the status rests on
+				// must still be seen.
+				for _, note := range snap.Cluster.Notes {
+					fmt.Fprintln(cmd.ErrOrStderr(), "warning: "+note)
+				}
+			}
 			obj, err := collector.Build(snap, nil, time.Now())
 			if err != nil {
 				return err

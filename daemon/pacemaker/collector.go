@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
@@ -137,6 +138,11 @@ func (c *Collector) Poll(ctx context.Context) (snap Snapshot) {
 func (c *Collector) crmMon(ctx context.Context) (*crmmon.Document, error) {
 	cmd := runner.Command{Path: c.opts.CrmMon, Args: crmMonArgs}
 	if c.opts.CIBFile != "" {
+		// crm_mon would block opening a FIFO (or a device) until the
+		// timeout; refuse it at once with the reason. Stat does not open.
+		if fi, err := os.Stat(c.opts.CIBFile); err == nil && !fi.Mode().IsRegular() {
+			return nil, fmt.Errorf("CIB file %s is not a regular file (%s)", c.opts.CIBFile, fileKind(fi.Mode()))
+		}
 		cmd.Env = []string{"CIB_file=" + c.opts.CIBFile}
 	}
 	res, err := c.Runner.Run(ctx, cmd)
@@ -237,7 +243,7 @@ func readRegular(name string, limit int64) ([]byte, error) {
 		return nil, err
 	}
 	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file", name)
+		return nil, fmt.Errorf("%s is not a regular file (%s)", name, fileKind(fi.Mode()))
 	}
 	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
@@ -247,6 +253,22 @@ func readRegular(name string, limit int64) ([]byte, error) {
 		return nil, fmt.Errorf("%s exceeds the size limit of %d bytes", name, limit)
 	}
 	return data, nil
+}
+
+// fileKind names what a non-regular file is, for errors.
+func fileKind(m fs.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&fs.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&fs.ModeSocket != 0:
+		return "a socket"
+	case m&fs.ModeDevice != 0:
+		return "a device"
+	default:
+		return "mode " + m.String()
+	}
 }
 
 func firstLine(b []byte) string {

@@ -23,9 +23,14 @@ import (
 func TestPollUnknownWithRealCrmMon(t *testing.T) {
 	requireTools(t, "crm_mon")
 	dir := t.TempDir()
-	fifo := filepath.Join(dir, "hung-cib.xml")
-	// crm_mon blocks opening a FIFO nobody writes: a hung crm_mon.
+	fifo := filepath.Join(dir, "fifo-cib.xml")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// A crm_mon that never answers (executed directly: the script's own
+	// interpreter line, no shell between etcdlet and it).
+	hung := filepath.Join(dir, "crm_mon")
+	if err := os.WriteFile(hung, []byte("#!/bin/sh\nexec sleep 600\n"), 0o700); err != nil {
 		t.Fatal(err)
 	}
 	healthy := mustAbs("testdata/cib/healthy.xml")
@@ -56,16 +61,22 @@ func TestPollUnknownWithRealCrmMon(t *testing.T) {
 		},
 		{
 			name:       "hung",
-			opts:       func(o *config.Pacemaker) { o.CIBFile = fifo; o.CommandTimeout = time.Second },
+			opts:       func(o *config.Pacemaker) { o.CrmMon = hung; o.CommandTimeout = time.Second },
 			wantReason: "timed out after 1s",
 		},
 		{
 			name: "cancelled",
-			opts: func(o *config.Pacemaker) { o.CIBFile = fifo; o.CommandTimeout = time.Minute },
+			opts: func(o *config.Pacemaker) { o.CrmMon = hung; o.CommandTimeout = time.Minute },
 			ctx: func() (context.Context, context.CancelFunc) {
 				return context.WithTimeout(context.Background(), 500*time.Millisecond)
 			},
 			wantReason: "context deadline exceeded",
+		},
+		{
+			// crm_mon would block opening it until the timeout.
+			name:       "CIB file is a FIFO",
+			opts:       func(o *config.Pacemaker) { o.CIBFile = fifo; o.CommandTimeout = time.Minute },
+			wantReason: "is not a regular file (a named pipe)",
 		},
 		{
 			name: "output over the limit",

@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 )
 
@@ -36,6 +37,9 @@ type Config struct {
 // Levels that select targets by node attribute are kept with empty Target
 // and TargetPattern; etcdlet cannot resolve them and ignores them.
 type FencingLevel struct {
+	// Index orders a target's levels: pacemaker tries them from the
+	// lowest index up.
+	Index         int
 	Target        string
 	TargetPattern string
 	Devices       []string
@@ -61,6 +65,7 @@ type rawConfiguration struct {
 	} `xml:"nodes>node"`
 	Resources rawResources `xml:"resources"`
 	Levels    []struct {
+		Index         string `xml:"index,attr"`
 		Target        string `xml:"target,attr"`
 		TargetPattern string `xml:"target-pattern,attr"`
 		Devices       string `xml:"devices,attr"`
@@ -203,7 +208,9 @@ func convert(raw *rawConfiguration) *Config {
 		}
 	}
 	for _, l := range raw.Levels {
+		index, _ := strconv.Atoi(strings.TrimSpace(l.Index)) // required by the schema; 0 sorts a broken one first
 		c.FencingLevels = append(c.FencingLevels, FencingLevel{
+			Index:         index,
 			Target:        l.Target,
 			TargetPattern: l.TargetPattern,
 			Devices:       strings.FieldsFunc(l.Devices, func(r rune) bool { return r == ',' }),

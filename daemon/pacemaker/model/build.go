@@ -21,6 +21,7 @@ func Build(in Input, m Mapping) *Cluster {
 		c.Notes = append(c.Notes, "crm_mon output: "+w)
 	}
 	if in.CIBProblem != "" {
+		c.CIBProblem = in.CIBProblem
 		c.Notes = append(c.Notes, "CIB configuration unavailable ("+in.CIBProblem+"): fencing targets fall back to the <node>_<method> id convention")
 	}
 

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/etcdlet/etcdlet/daemon/pacemaker/cib"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/crmmon"
 )
 
@@ -55,7 +56,11 @@ func (ix *index) attachDevices(c *Cluster) {
 		d.Targets, d.TargetsFrom = ix.targets(id, names)
 		if len(d.Targets) == 0 {
 			c.UntargetedDevices = append(c.UntargetedDevices, d)
-			c.note("fencing device %s: no target node found (no pcmk_host_list, pcmk_host_map or fencing level names a cluster node, and its id is not <node>_<method>)", id)
+			if c.CIBProblem != "" {
+				c.note("fencing device %s: no target node found (the CIB could not be read, and its id is not <node>_<method>)", id)
+			} else {
+				c.note("fencing device %s: no target node found (no pcmk_host_list, pcmk_host_map or fencing level names a cluster node, and its id is not <node>_<method>)", id)
+			}
 			continue
 		}
 		for i := range c.Nodes {
@@ -64,6 +69,31 @@ func (ix *index) attachDevices(c *Cluster) {
 			}
 		}
 	}
+	if ix.in.CIB == nil {
+		return
+	}
+	for i := range c.Nodes {
+		n := &c.Nodes[i]
+		for _, l := range ix.in.CIB.FencingLevels {
+			if levelTargets(l, n.Name) {
+				n.FencingLevels = append(n.FencingLevels, FencingLevel{Index: l.Index, Devices: l.Devices})
+			}
+		}
+		slices.SortStableFunc(n.FencingLevels, func(a, b FencingLevel) int { return a.Index - b.Index })
+	}
+}
+
+// levelTargets reports whether a fencing level applies to a node. Levels
+// that select by node attribute are not resolved (see cib.FencingLevel).
+func levelTargets(l cib.FencingLevel, node string) bool {
+	if l.Target != "" {
+		return strings.EqualFold(l.Target, node)
+	}
+	if l.TargetPattern != "" {
+		re, err := regexp.Compile(l.TargetPattern)
+		return err == nil && re.MatchString(node)
+	}
+	return false
 }
 
 func (ix *index) device(id string, instances []*crmmon.Primitive) Device {
@@ -146,13 +176,7 @@ func (ix *index) targets(id string, nodes []string) ([]string, string) {
 			from = TargetsFromHostList
 		}
 		if hostMap := params["pcmk_host_map"]; hostMap != "" {
-			var names []string
-			for _, entry := range splitList(hostMap) {
-				name, _, _ := strings.Cut(entry, ":")
-				name, _, _ = strings.Cut(name, "=")
-				names = append(names, name)
-			}
-			out = appendKnown(out, names, nodes)
+			out = appendKnown(out, hostMapNames(hostMap), nodes)
 			if from == "" {
 				from = TargetsFromHostMap
 			} else {
@@ -166,16 +190,9 @@ func (ix *index) targets(id string, nodes []string) ([]string, string) {
 			if !slices.Contains(l.Devices, id) {
 				continue
 			}
-			if l.Target != "" {
-				out = appendKnown(out, []string{l.Target}, nodes)
-			}
-			if l.TargetPattern != "" {
-				if re, err := regexp.Compile(l.TargetPattern); err == nil {
-					for _, n := range nodes {
-						if re.MatchString(n) {
-							out = appendKnown(out, []string{n}, nodes)
-						}
-					}
+			for _, n := range nodes {
+				if levelTargets(l, n) {
+					out = appendKnown(out, []string{n}, nodes)
 				}
 			}
 		}
@@ -193,12 +210,28 @@ func (ix *index) targets(id string, nodes []string) ([]string, string) {
 	return nil, ""
 }
 
-// splitList splits pacemaker host lists, which allow spaces, commas and
+// splitList splits a pcmk_host_list, which allows spaces, commas and
 // semicolons as separators.
 func splitList(s string) []string {
 	return strings.FieldsFunc(s, func(r rune) bool {
 		return r == ' ' || r == ',' || r == ';' || r == '\t' || r == '\n'
 	})
+}
+
+// hostMapNames returns the node names a pcmk_host_map maps to ports, read
+// as the fencer does: mappings separated by semicolons, spaces or tabs
+// (not commas: a comma belongs to a port list), each "name:port" or
+// "name=port" split at the first ':' or '='; a mapping without a name or a
+// port is malformed and ignored by the fencer.
+func hostMapNames(hostMap string) []string {
+	var names []string
+	for _, mapping := range strings.FieldsFunc(hostMap, func(r rune) bool { return r == ';' || r == ' ' || r == '\t' }) {
+		i := strings.IndexAny(mapping, ":=")
+		if i > 0 && i < len(mapping)-1 {
+			names = append(names, mapping[:i])
+		}
+	}
+	return names
 }
 
 // appendKnown appends the names that are cluster nodes (matching case

@@ -45,6 +45,10 @@ type Cluster struct {
 	// UntargetedDevices are fencing devices whose target node could not be
 	// determined; they cannot be attributed to any node.
 	UntargetedDevices []Device
+	// CIBProblem says why the CIB configuration could not be read; then
+	// device targets come only from the <node>_<method> id convention, and
+	// messages must not claim that host lists were checked.
+	CIBProblem string
 	// KubeletSelector and EtcdSelector describe how the resources were
 	// matched ("agent systemd:kubelet", "ids kubelet"), for messages.
 	KubeletSelector string
@@ -86,9 +90,19 @@ type Node struct {
 	Etcd    Resource
 	// Devices are the fencing devices that can fence this node.
 	Devices []Device
+	// FencingLevels is the fencing topology for this node, lowest index
+	// first; empty without topology. With levels, pacemaker fences through
+	// a level only if every device of that level succeeds.
+	FencingLevels []FencingLevel
 	// LastFence is the most recent fencing action against this node
 	// (pending ones first); nil without fence history (always offline).
 	LastFence *crmmon.FenceEvent
+}
+
+// FencingLevel is one level of a node's fencing topology.
+type FencingLevel struct {
+	Index   int
+	Devices []string
 }
 
 // Placement says how a resource relates to the node it is reported under.

@@ -2,6 +2,7 @@ package model
 
 import (
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -231,6 +232,52 @@ func TestFencingTargetsAndMethods(t *testing.T) {
 	}
 	if !strings.Contains(strings.Join(c.Notes, "\n"), "orphan-dev: no target node found") {
 		t.Errorf("notes = %q", c.Notes)
+	}
+}
+
+// pcmk_host_map is read as pacemaker's fencer reads it: a comma is part
+// of a port list, not a separator.
+func TestHostMapNames(t *testing.T) {
+	for _, tt := range []struct {
+		in   string
+		want []string
+	}{
+		{"a:1;b:2", []string{"a", "b"}},
+		{"a=1 b=2\tc:3", []string{"a", "b", "c"}},
+		{" a:1 ;  b:2 ", []string{"a", "b"}},
+		{"a:1,b:2", []string{"a"}},        // one mapping: a -> "1,b:2"
+		{"a:1,2;b:3", []string{"a", "b"}}, // a's port list "1,2"
+		{"a: b:2", []string{"b"}},         // "a:" has no port: malformed
+		{":1;=2;b", nil},                  // no names, no port
+		{"node.example.com:plug-1", []string{"node.example.com"}},
+	} {
+		if got := hostMapNames(tt.in); !slices.Equal(got, tt.want) {
+			t.Errorf("hostMapNames(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// A node's fencing levels are collected by target and by pattern, lowest
+// index first.
+func TestFencingLevelsPerNode(t *testing.T) {
+	devices := res("pdu-a", "stonith:fence_ipmilan", "Started", "a") + res("pdu-b", "stonith:fence_ipmilan", "Started", "b") +
+		res("bmc-a", "stonith:fence_redfish", "Started", "b")
+	cfg := &cib.Config{
+		Primitives: map[string]cib.Primitive{},
+		FencingLevels: []cib.FencingLevel{
+			{Index: 2, Target: "A", Devices: []string{"pdu-a", "pdu-b"}},
+			{Index: 1, TargetPattern: "^a$", Devices: []string{"bmc-a"}},
+			{Index: 1, Target: "b", Devices: []string{"pdu-b"}},
+		},
+	}
+	c := Build(Input{Doc: doc(t, devices, ""), CIB: cfg}, tnf)
+	got := map[string]string{}
+	for _, n := range c.Nodes {
+		got[n.Name] = fmt.Sprint(n.FencingLevels)
+	}
+	want := map[string]string{"a": "[{1 [bmc-a]} {2 [pdu-a pdu-b]}]", "b": "[{1 [pdu-b]}]"}
+	if !maps.Equal(got, want) {
+		t.Errorf("levels = %v, want %v", got, want)
 	}
 }
 

@@ -132,6 +132,11 @@ func (e Exec) Run(ctx context.Context, c Command) (Result, error) {
 		}
 		return res, fmt.Errorf("%s: %w after %s", c.Path, ErrTimeout, e.Timeout)
 	}
+	// Killed by a signal it did not get from us (a crash, the OOM killer):
+	// no exit code to interpret, so say which signal.
+	if ws, ok := cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return res, fmt.Errorf("%s: killed by signal %d (%v)", c.Path, int(ws.Signal()), ws.Signal())
+	}
 	var exitErr *exec.ExitError
 	if waitErr != nil && !errors.As(waitErr, &exitErr) {
 		return res, fmt.Errorf("wait for %s: %w", c.Path, waitErr)

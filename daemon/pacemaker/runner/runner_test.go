@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -45,6 +46,9 @@ func TestMain(m *testing.M) {
 				os.Exit(98)
 			}
 		}
+	case "crash":
+		_ = syscall.Kill(os.Getpid(), syscall.SIGKILL) // as the OOM killer would
+		time.Sleep(time.Hour)
 	case "noisy-stderr":
 		os.Stderr.Write(bytes.Repeat([]byte("e"), 4*maxStderr))
 		fmt.Print("done")
@@ -71,6 +75,15 @@ func TestExecPassesArgsEnvAndExitCode(t *testing.T) {
 	}
 	if string(res.Stderr) != "some diagnostics" {
 		t.Errorf("stderr = %q", res.Stderr)
+	}
+}
+
+// A command killed by a signal on its own (a crash, the OOM killer) is an
+// error naming the signal, not an exit code of -1.
+func TestExecNamesTheSignal(t *testing.T) {
+	_, err := Exec{Timeout: 10 * time.Second, MaxOutput: 1 << 20}.Run(context.Background(), helper("crash"))
+	if err == nil || !strings.Contains(err.Error(), "killed by signal 9 (killed)") {
+		t.Fatalf("err = %v, want it to name SIGKILL", err)
 	}
 }
 

@@ -115,6 +115,86 @@ func TestBuildAggregation(t *testing.T) {
 			},
 		},
 		{
+			// A level needs all its devices: one healthy device of a level
+			// whose other device failed cannot fence.
+			name: "topology: the only level has a failed device",
+			mutate: func(c *model.Cluster) {
+				d := c.Nodes[0].Devices[0]
+				d.ID, d.Failed = "pdu-a", yes
+				c.Nodes[0].Devices = append(c.Nodes[0].Devices, d)
+				c.Nodes[0].FencingLevels = []model.FencingLevel{{Index: 1, Devices: []string{"pdu-a", "master-0_redfish"}}}
+			},
+			check: func(t *testing.T, s *Status) {
+				c := cond(t, s.Nodes[0].Conditions, "FencingAvailable")
+				if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "level 1: pdu-a") {
+					t.Errorf("FencingAvailable = %v, want False naming level 1 and pdu-a", c)
+				}
+			},
+		},
+		{
+			name: "topology: a later level works",
+			mutate: func(c *model.Cluster) {
+				c.Nodes[0].FencingLevels = []model.FencingLevel{
+					{Index: 1, Devices: []string{"gone"}},
+					{Index: 2, Devices: []string{"master-0_redfish", "master-1_redfish"}},
+				}
+			},
+			check: func(t *testing.T, s *Status) {
+				c := cond(t, s.Nodes[0].Conditions, "FencingAvailable")
+				if c.Status != metav1.ConditionTrue || c.Message != "can be fenced by fencing level 2: master-0_redfish (Redfish) and master-1_redfish (Redfish)" {
+					t.Errorf("FencingAvailable = %v", c)
+				}
+			},
+		},
+		{
+			name: "topology: no level works",
+			mutate: func(c *model.Cluster) {
+				c.Nodes[0].FencingLevels = []model.FencingLevel{{Index: 1, Devices: []string{"gone"}}}
+			},
+			check: func(t *testing.T, s *Status) {
+				c := cond(t, s.Nodes[0].Conditions, "FencingAvailable")
+				if c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "level 1: gone is not a configured fencing device") {
+					t.Errorf("FencingAvailable = %v", c)
+				}
+			},
+		},
+		{
+			// Without the CIB no host list was checked; do not claim it.
+			name: "CIB unreadable, no device by id",
+			mutate: func(c *model.Cluster) {
+				c.CIBProblem = "cibadmin exited 102 (not connected)"
+				c.Nodes[0].Devices = nil
+			},
+			check: func(t *testing.T, s *Status) {
+				c := cond(t, s.Conditions, "NodeCountAsExpected")
+				if !strings.Contains(c.Message, "the CIB could not be read (cibadmin exited 102 (not connected))") || strings.Contains(c.Message, "checked pcmk_host_list") {
+					t.Errorf("NodeCountAsExpected = %v", c)
+				}
+			},
+		},
+		{
+			// A pending promote or demote runs throughout.
+			name:   "etcd being promoted",
+			mutate: func(c *model.Cluster) { c.Nodes[1].Etcd.Role = "Promoting" },
+			check: func(t *testing.T, s *Status) {
+				if c := cond(t, s.Nodes[1].Resources[1].Conditions, "Started"); c.Status != metav1.ConditionTrue {
+					t.Errorf("Started = %v", c)
+				}
+				if c := cond(t, s.Conditions, "Healthy"); c.Status != metav1.ConditionTrue {
+					t.Errorf("cluster Healthy = %v", c)
+				}
+			},
+		},
+		{
+			name:   "etcd stopping",
+			mutate: func(c *model.Cluster) { c.Nodes[1].Etcd.Role = "Stopping" },
+			check: func(t *testing.T, s *Status) {
+				if c := cond(t, s.Nodes[1].Resources[1].Conditions, "Started"); c.Status != metav1.ConditionFalse || !strings.Contains(c.Message, "Stopping") {
+					t.Errorf("Started = %v", c)
+				}
+			},
+		},
+		{
 			name:   "stonith disabled",
 			mutate: func(c *model.Cluster) { c.StonithEnabled = no },
 			check: func(t *testing.T, s *Status) {

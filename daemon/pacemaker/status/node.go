@@ -139,17 +139,16 @@ func fenceMessage(e *crmmon.FenceEvent) string {
 // collector's "fencing at risk" during cluster maintenance).
 func fencing(c *model.Cluster, n *model.Node) (available, healthy metav1.Condition, listed []FencingAgent) {
 	var working, broken, unlisted []string
+	judged := map[string]deviceVerdict{}
 	for i := range n.Devices {
 		d := &n.Devices[i]
 		conds := resourceConditions(c, &d.Resource, nil, d.ID, "")
-		label := d.ID
-		if d.Method != "" {
-			label += " (" + d.Method + ")"
-		}
-		if fencingWorks(&d.Resource, conds) {
-			working = append(working, label)
+		v := judge(d, conds)
+		judged[d.ID] = v
+		if v.works {
+			working = append(working, v.label)
 		} else {
-			broken = append(broken, label+": "+conds[0].Message)
+			broken = append(broken, v.label+": "+v.why)
 		}
 		switch {
 		case d.Method == "":
@@ -171,10 +170,21 @@ func fencing(c *model.Cluster, n *model.Node) (available, healthy metav1.Conditi
 	switch {
 	case len(n.Devices) == 0:
 		available.Message = "no fencing device targets this node (checked pcmk_host_list, pcmk_host_map, fencing topology and <node>_<method> device ids)"
+		if c.CIBProblem != "" {
+			available.Message = "no fencing device found for this node: the CIB could not be read (" + c.CIBProblem +
+				"), so only <node>_<method> device ids were checked"
+		}
 		healthy.Message = available.Message
 	default:
 		if c.StonithEnabled.IsFalse() {
 			available.Message = "cluster property stonith-enabled is false: pacemaker will not fence this node"
+		} else if len(n.FencingLevels) > 0 {
+			if by, why := throughLevels(c, n, judged); by != "" {
+				available.Status, available.Reason = metav1.ConditionTrue, etcdv1.NodeFencingAvailableReasonAvailable
+				available.Message = "can be fenced by " + by
+			} else {
+				available.Message = why
+			}
 		} else if len(working) > 0 {
 			available.Status, available.Reason = metav1.ConditionTrue, etcdv1.NodeFencingAvailableReasonAvailable
 			available.Message = "can be fenced by " + strings.Join(working, ", ")
@@ -196,6 +206,81 @@ func fencing(c *model.Cluster, n *model.Node) (available, healthy metav1.Conditi
 	}
 	available.Message, healthy.Message = truncate(available.Message), truncate(healthy.Message)
 	return available, healthy, listed
+}
+
+// deviceVerdict is whether a fencing device can fence, for messages.
+type deviceVerdict struct {
+	works bool
+	label string // id (method)
+	why   string // when it does not work
+}
+
+func judge(d *model.Device, conds []metav1.Condition) deviceVerdict {
+	label := d.ID
+	if d.Method != "" {
+		label += " (" + d.Method + ")"
+	}
+	return deviceVerdict{works: fencingWorks(&d.Resource, conds), label: label, why: conds[0].Message}
+}
+
+// throughLevels applies a node's fencing topology: pacemaker tries the
+// levels in index order and a level succeeds only if every one of its
+// devices does, so the node can be fenced only if some level consists of
+// working devices. A healthy device outside every working level does not
+// help. It returns the first working level, or why none works. A level's
+// device need not target the node by host list, so devices are looked up
+// cluster-wide.
+func throughLevels(c *model.Cluster, n *model.Node, judged map[string]deviceVerdict) (by, why string) {
+	lookup := func(id string) (deviceVerdict, bool) {
+		if v, ok := judged[id]; ok {
+			return v, true
+		}
+		for _, d := range allDevices(c) {
+			if d.ID == id {
+				v := judge(d, resourceConditions(c, &d.Resource, nil, d.ID, ""))
+				judged[id] = v
+				return v, true
+			}
+		}
+		return deviceVerdict{}, false
+	}
+	var failed []string
+	for _, l := range n.FencingLevels {
+		var labels, problems []string
+		for _, id := range l.Devices {
+			v, ok := lookup(id)
+			switch {
+			case !ok:
+				problems = append(problems, id+" is not a configured fencing device")
+			case !v.works:
+				problems = append(problems, v.label+": "+v.why)
+			default:
+				labels = append(labels, v.label)
+			}
+		}
+		if len(problems) == 0 && len(labels) > 0 {
+			return fmt.Sprintf("fencing level %d: %s", l.Index, strings.Join(labels, " and ")), ""
+		}
+		if len(l.Devices) == 0 {
+			problems = append(problems, "no devices")
+		}
+		failed = append(failed, fmt.Sprintf("level %d: %s", l.Index, strings.Join(problems, ", ")))
+	}
+	return "", "no fencing level can succeed (a level needs every one of its devices): " + strings.Join(failed, "; ")
+}
+
+// allDevices is every fencing device known, targeted or not.
+func allDevices(c *model.Cluster) []*model.Device {
+	var out []*model.Device
+	for i := range c.Nodes {
+		for j := range c.Nodes[i].Devices {
+			out = append(out, &c.Nodes[i].Devices[j])
+		}
+	}
+	for i := range c.UntargetedDevices {
+		out = append(out, &c.UntargetedDevices[i])
+	}
+	return out
 }
 
 func fencingWorks(d *model.Resource, conds []metav1.Condition) bool {

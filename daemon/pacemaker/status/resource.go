@@ -11,8 +11,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// startedRoles are the roles in which a resource runs.
-var startedRoles = []string{crmmon.RoleStarted, crmmon.RolePromoted, crmmon.RoleUnpromoted}
+// startedRoles are the roles in which a resource runs. crm_mon shows a
+// pending operation as the role: a resource being promoted, demoted or
+// migrated runs throughout (from Unpromoted to Promoted, or the reverse),
+// so it is Started; one Starting does not run yet and one Stopping is on
+// its way out, so neither is.
+var startedRoles = []string{crmmon.RoleStarted, crmmon.RolePromoted, crmmon.RoleUnpromoted, "Promoting", "Demoting", "Migrating"}
 
 // resourceConditions computes the eight resource conditions, Healthy
 // first. node is the node the resource is reported under; nil for a
