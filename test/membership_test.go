@@ -1,9 +1,11 @@
 package test
 
 import (
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
@@ -22,6 +24,35 @@ func TestBootstrapThree(t *testing.T) {
 		if c.Agent(n).CountLog("local member", map[string]string{"decision": "bootstrap"}) != 1 {
 			t.Errorf("agent %d did not decide to bootstrap exactly once", n)
 		}
+	}
+
+	// An emptied list removes nobody, and `etcdlet status` still shows the
+	// real members (asked through node.address and the agent's last list),
+	// not an empty cluster.
+	c.WriteMembersRaw("# emptied by mistake\n")
+	waitPasses(t, c, seq(1, 3), 2)
+	out, err := exec.Command(binary, "status", "--config", c.ConfigPath(1), "-o", "json").Output()
+	if err != nil {
+		t.Fatalf("status: %v", err)
+	}
+	var report struct {
+		Reached bool
+		Members []struct{ Name, InList, Health string }
+		Plan    struct{ Waiting []string }
+	}
+	if err := json.Unmarshal(out, &report); err != nil {
+		t.Fatal(err)
+	}
+	if !report.Reached || len(report.Members) != 3 || !strings.Contains(strings.Join(report.Plan.Waiting, "\n"), "EmptyList") {
+		t.Errorf("status with an empty list does not show the cluster and why nothing changes:\n%s", out)
+	}
+	for _, m := range report.Members {
+		if m.InList != "no" || m.Health != "healthy" {
+			t.Errorf("member %+v: want a healthy member that is not listed", m)
+		}
+	}
+	if err := c.Expect(c.Client(), 1, 2, 3); err != nil {
+		t.Errorf("an empty list changed membership: %v", err)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net/netip"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -11,6 +12,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/state"
 	"github.com/etcdlet/etcdlet/daemon/status"
 )
 
@@ -30,7 +32,10 @@ listed address that is not a member yet; conflict). Then the plan: the next
 membership change, and the changes that wait and why.
 
 The report is computed from the configuration's member list and the live
-cluster (each call with agent.callTimeout); the agent need not run.
+cluster (each call with agent.callTimeout); the agent need not run. Besides
+the listed addresses it asks node.address and, if the state dir can be read,
+the agent's last applied list, so an empty or wrong list still shows the
+real members (in list "no"; the plan says what the agent would do).
 
 With --wait, poll until membership matches the list with every member
 voting and healthy, and exit 1 if that does not happen in time.`,
@@ -73,6 +78,7 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 	scheme := identity.SchemeFrom(cfg)
 	observer := &membership.Observer{Pool: pool, Timeout: cfg.Agent.CallTimeout, Scheme: scheme}
 	deadline := time.Now().Add(wait)
+	known := knownEndpoints(cfg, scheme)
 	var members []membership.Member
 	for {
 		addrs, errs := cfg.DesiredMembers()
@@ -80,7 +86,7 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 			return status.Report{}, fmt.Errorf("member list:\n%w", errs)
 		}
 		desired := scheme.ForAll(addrs)
-		view := observer.Observe(ctx, membership.Endpoints(desired, members))
+		view := observer.Observe(ctx, membership.Endpoints(desired, members, known...))
 		members = view.Members
 		report := status.Build(cfg.Cluster.Name, desired, view)
 		if report.Converged || !time.Now().Before(deadline) {
@@ -92,4 +98,26 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// knownEndpoints are client URLs worth asking besides the listed ones:
+// this node's address and, from the agent's state dir when it can be read,
+// the address it used and the last list it applied. So the report shows
+// the real cluster even when the list is empty or names no member yet.
+func knownEndpoints(cfg *config.Config, scheme identity.Scheme) []string {
+	var ips []string
+	if cfg.Node.Address != "" {
+		ips = append(ips, cfg.Node.Address)
+	}
+	if st, err := (state.Store{Dir: cfg.Agent.StateDir}).Load(); err == nil {
+		ips = append(ips, st.SelfAddress)
+		ips = append(ips, st.LastAppliedList...)
+	}
+	var urls []string
+	for _, s := range ips {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			urls = append(urls, scheme.For(ip).ClientURL)
+		}
+	}
+	return urls
 }

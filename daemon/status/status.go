@@ -33,13 +33,17 @@ type Row struct {
 	MemberID string `json:"memberID,omitempty"`
 	// Role is leader, voter or learner; empty for a listed address that is
 	// not a member.
-	Role   string `json:"role,omitempty"`
-	Health string `json:"health"`
+	Role string `json:"role,omitempty"`
+	// Health is healthy, unhealthy (Problem says why), or unknown (the
+	// cluster could not be asked about this member).
+	Health  string `json:"health"`
+	Problem string `json:"problem,omitempty"`
 	DBSize int64  `json:"dbSize,omitempty"`
 	// RaftIndex is the member's applied raft index.
 	RaftIndex uint64 `json:"raftIndex,omitempty"`
 	// InList is yes (listed member), no (member not listed: will leave),
-	// missing (listed, not a member yet) or conflict.
+	// missing (listed, not a member yet), conflict, or unknown (listed, but
+	// the cluster was not reached to tell whether it is a member).
 	InList string `json:"inList"`
 }
 
@@ -77,11 +81,19 @@ func Build(cluster string, desired []identity.Member, v membership.View) Report 
 		r.Members = append(r.Members, row(c.Member, c.Member.Name, ipOf(c.Member), "conflict", v.LeaderID))
 	}
 	for _, d := range m.Missing {
-		r.Members = append(r.Members, Row{Name: d.Name, IP: d.IP.String(), Health: "-", InList: "missing"})
+		if v.Reached {
+			r.Members = append(r.Members, Row{Name: d.Name, IP: d.IP.String(), Health: "-", InList: "missing"})
+		} else {
+			// Without the member list nothing says whether it is a member.
+			r.Members = append(r.Members, Row{Name: d.Name, IP: d.IP.String(), Health: "unknown", InList: "unknown"})
+		}
 	}
 	slices.SortFunc(r.Members, func(a, b Row) int { return strings.Compare(a.Name, b.Name) })
 	r.Converged = v.Reached && plan.Converged() && len(m.Missing) == 0 && len(m.Extra) == 0 &&
 		!slices.ContainsFunc(r.Members, func(row Row) bool { return row.Role == "learner" || row.Health != "healthy" })
+	if v.Reached && !r.Converged && r.Plan.Next == "" && len(r.Plan.Waiting) == 0 {
+		r.Plan.Waiting = []string{"nothing to change; waiting for members to become healthy"}
+	}
 	return r
 }
 
@@ -101,7 +113,7 @@ func row(m membership.Member, name, ip, inList string, leader uint64) Row {
 	}
 	r.Health = "healthy"
 	if !m.Healthy() {
-		r.Health = "unhealthy: " + m.Health.Problem
+		r.Health, r.Problem = "unhealthy", m.Health.Problem
 	}
 	return r
 }
@@ -139,11 +151,14 @@ func WriteTable(w io.Writer, r Report) error {
 		return err
 	}
 	fmt.Fprintln(w)
+	for _, m := range r.Members {
+		if m.Problem != "" {
+			fmt.Fprintf(w, "unhealthy: %s: %s\n", m.Name, m.Problem)
+		}
+	}
 	switch {
 	case r.Converged:
 		fmt.Fprintln(w, "plan: nothing to do; membership matches the list")
-	case r.Plan.Next == "" && len(r.Plan.Waiting) == 0:
-		fmt.Fprintln(w, "plan: nothing to change; waiting for members to become healthy")
 	default:
 		if r.Plan.Next != "" {
 			fmt.Fprintf(w, "plan: next: %s\n", r.Plan.Next)

@@ -34,13 +34,14 @@ func TestTableReport(t *testing.T) {
 	}
 	want := `cluster etcd-main (ID c1)
 
-NAME                   IP           MEMBER ID  ROLE     HEALTH                          DB SIZE   RAFT INDEX  IN LIST
-etcd-main-192.0.2.1    192.0.2.1    1          leader   healthy                         20.0 KiB  42          yes
-etcd-main-192.0.2.2    192.0.2.2    2          voter    healthy                         20.0 KiB  42          no
-etcd-main-192.0.2.3    192.0.2.3    3          voter    unhealthy: no answer within 2s  20.0 KiB  42          yes
-etcd-main-192.0.2.4    192.0.2.4    4          learner  healthy                         20.0 KiB  42          yes
-etcd-main-2001:db8::5  2001:db8::5  -          -        -                               -         -           missing
+NAME                   IP           MEMBER ID  ROLE     HEALTH     DB SIZE   RAFT INDEX  IN LIST
+etcd-main-192.0.2.1    192.0.2.1    1          leader   healthy    20.0 KiB  42          yes
+etcd-main-192.0.2.2    192.0.2.2    2          voter    healthy    20.0 KiB  42          no
+etcd-main-192.0.2.3    192.0.2.3    3          voter    unhealthy  20.0 KiB  42          yes
+etcd-main-192.0.2.4    192.0.2.4    4          learner  healthy    20.0 KiB  42          yes
+etcd-main-2001:db8::5  2001:db8::5  -          -        -          -         -           missing
 
+unhealthy: etcd-main-192.0.2.3: no answer within 2s
 plan: next: promote etcd-main-192.0.2.4 [4]: listed learner joins the voters once in sync
 plan: waiting: add-learner etcd-main-2001:db8::5 waits (LearnerPending): learner etcd-main-192.0.2.4 must be promoted first; etcd allows one learner at a time
 plan: waiting: remove etcd-main-192.0.2.2 waits (JoinPending): etcd-main-192.0.2.4 must vote first; a replacement joins before the old member leaves
@@ -69,7 +70,19 @@ func TestConvergedAndUnreachable(t *testing.T) {
 		t.Errorf("single healthy listed voter must be converged: %+v", ok)
 	}
 	down := Build("etcd-main", desired, membership.View{Problems: []string{"http://192.0.2.1:2379: connection refused"}})
-	if down.Converged || len(down.Plan.Waiting) != 1 || down.Members[0].InList != "missing" {
+	// Unreached, nothing says whether the listed address is a member.
+	if down.Converged || len(down.Plan.Waiting) != 1 || down.Members[0].InList != "unknown" || down.Members[0].Health != "unknown" {
 		t.Errorf("unreachable cluster: %+v", down)
+	}
+	// A member that does not answer: a fixed health value, the reason
+	// apart, and the plan says what is awaited also in JSON.
+	three := scheme.ForAll([]netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")})
+	sick := Build("etcd-main", three, membership.View{Reached: true, Observation: membership.Observation{ClusterID: 1, LeaderID: 1,
+		Members: []membership.Member{member("192.0.2.1", 1, false, ""), member("192.0.2.2", 2, false, ""), member("192.0.2.3", 3, false, "no answer within 2s")}}})
+	if row := sick.Members[2]; row.Health != "unhealthy" || row.Problem != "no answer within 2s" {
+		t.Errorf("unhealthy row = %+v", row)
+	}
+	if sick.Converged || len(sick.Plan.Waiting) != 1 || sick.Plan.Waiting[0] != "nothing to change; waiting for members to become healthy" {
+		t.Errorf("plan of an unhealthy cluster = %+v", sick.Plan)
 	}
 }
