@@ -4,9 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"fmt"
-	"io"
 	"net/netip"
-	"os"
 	"strings"
 )
 
@@ -64,20 +62,13 @@ func ParseMembersFile(data []byte) ([]AddressEntry, Errors) {
 	return entries, errs
 }
 
-// ReadMembersFile reads and parses a members file, refusing files larger
-// than MaxMembersFileBytes.
+// ReadMembersFile reads and parses a members file. It never blocks (a
+// FIFO or a device is refused at once) and refuses anything but a regular
+// file of at most MaxMembersFileBytes.
 func ReadMembersFile(path string) ([]AddressEntry, Errors) {
-	f, err := os.Open(path)
+	data, err := ReadRegularFile(path, MaxMembersFileBytes)
 	if err != nil {
-		return nil, Errors{{Path: "members.file", Value: path, Rule: fmt.Sprintf("cannot be read: %v", err)}}
-	}
-	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, MaxMembersFileBytes+1))
-	if err != nil {
-		return nil, Errors{{Path: "members.file", Value: path, Rule: fmt.Sprintf("cannot be read: %v", err)}}
-	}
-	if len(data) > MaxMembersFileBytes {
-		return nil, Errors{{Path: "members.file", Value: path, Rule: fmt.Sprintf("must be at most %d bytes", MaxMembersFileBytes)}}
+		return nil, Errors{{Path: "members.file", Value: path, Rule: err.Error()}}
 	}
 	return ParseMembersFile(data)
 }
@@ -104,7 +95,9 @@ func ValidateAddressList(listPath string, entries []AddressEntry, replicas *int)
 		firstSeen[addr] = e.Where
 		addrs = append(addrs, addr)
 	}
-	if replicas != nil && len(entries) != *replicas {
+	// A replicas below 1 is its own error (cluster.replicas); a length rule
+	// against it would only add noise.
+	if replicas != nil && *replicas >= 1 && len(entries) != *replicas {
 		errs.add(listPath, fmt.Sprintf("%d entries", len(entries)), "must have exactly cluster.replicas (%d) entries", *replicas)
 	}
 	if len(errs) > 0 {

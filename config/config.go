@@ -162,24 +162,27 @@ func (c *Config) BootstrapToken() string {
 	return c.Cluster.Name
 }
 
-// applyDefaults fills every field the user left empty.
-func (c *Config) applyDefaults() {
+// applyDefaults fills every field the user left empty. A number (a port,
+// a duration) gets its default only when the file leaves it out or null:
+// explicit holds the paths the file sets, and an explicit 0 stays 0 for
+// validation to reject, instead of silently becoming the default.
+func (c *Config) applyDefaults(explicit map[string]bool) {
 	setDefault(&c.Etcd.Runtime, RuntimeEmbedded)
 	setDefault(&c.Etcd.DataDir, DefaultDataDir)
 	setDefault(&c.Etcd.ListenMetricsURL, DefaultListenMetricsURL)
 	setDefault(&c.Etcd.LogLevel, DefaultEtcdLogLevel)
-	setDefault(&c.Etcd.ClientPort, DefaultClientPort)
-	setDefault(&c.Etcd.PeerPort, DefaultPeerPort)
+	setUnlessExplicit(explicit, "etcd.clientPort", &c.Etcd.ClientPort, DefaultClientPort)
+	setUnlessExplicit(explicit, "etcd.peerPort", &c.Etcd.PeerPort, DefaultPeerPort)
 	setDefault(&c.Agent.StateDir, DefaultStateDir)
 	setDefault(&c.Agent.Listen, DefaultAgentListen)
 	setDefault(&c.Agent.LogLevel, DefaultLogLevel)
 	setDefault(&c.Agent.LogFormat, DefaultLogFormat)
-	setDefault(&c.Agent.ReconcileInterval, DefaultReconcileInterval)
-	setDefault(&c.Agent.CallTimeout, DefaultCallTimeout)
-	setDefault(&c.Agent.LockTTL, DefaultLockTTL)
+	setUnlessExplicit(explicit, "agent.reconcileInterval", &c.Agent.ReconcileInterval, DefaultReconcileInterval)
+	setUnlessExplicit(explicit, "agent.callTimeout", &c.Agent.CallTimeout, DefaultCallTimeout)
+	setUnlessExplicit(explicit, "agent.lockTTL", &c.Agent.LockTTL, DefaultLockTTL)
 	c.StaticPod.applyDefaults()
-	setDefault(&c.Protection.Interval, DefaultProtectionInterval)
-	c.Pacemaker.applyDefaults()
+	setUnlessExplicit(explicit, "protection.interval", &c.Protection.Interval, DefaultProtectionInterval)
+	c.Pacemaker.applyDefaults(explicit)
 }
 
 // setDefault sets a field the user left at its zero value.
@@ -187,5 +190,13 @@ func setDefault[T comparable](field *T, value T) {
 	var zero T
 	if *field == zero {
 		*field = value
+	}
+}
+
+// setUnlessExplicit sets a field at its zero value that the file does not
+// set explicitly (path is the field's YAML path).
+func setUnlessExplicit[T comparable](explicit map[string]bool, path string, field *T, value T) {
+	if !explicit[path] {
+		setDefault(field, value)
 	}
 }

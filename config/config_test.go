@@ -61,7 +61,6 @@ func TestValidationRules(t *testing.T) {
 		}},
 		{"replicas below one", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  replicas: 0", 1), []string{
 			"cluster.replicas: 0: must be at least 1 when set",
-			"members.addresses: \"3 entries\": must have exactly cluster.replicas (0) entries",
 		}},
 		{"replicas differ from list", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  replicas: 5", 1), []string{
 			`members.addresses: "3 entries": must have exactly cluster.replicas (5) entries`,
@@ -131,19 +130,109 @@ func TestValidationRules(t *testing.T) {
 		{"call timeout against lock TTL", base + "agent:\n  callTimeout: 6s\n  lockTTL: 15s\n", []string{
 			`agent.callTimeout: "6s": must be at most a third of agent.lockTTL (15s), so a membership change ends before the writer lock can expire`,
 		}},
-		{"static pod fields", strings.Replace(base, "source: static", "source: static", 1) + "etcd:\n  runtime: static-pod\n  dataDir: /etc/kubernetes/manifests/data\nstaticPod:\n  image: 'etcd 3.7'\n  imagePullPolicy: Sometimes\n  command: ''\n  cpuRequest: lots\n  memoryRequest: 1Gi\n", []string{
+		{"static pod fields", strings.Replace(base, "source: static", "source: static", 1) + "etcd:\n  runtime: static-pod\n  dataDir: /etc/kubernetes/manifests/data\nstaticPod:\n  image: 'etcd 3.7'\n  imagePullPolicy: Sometimes\n  command: ' '\n  cpuRequest: lots\n  memoryRequest: -1Gi\n", []string{
 			`staticPod.manifestDir: "/etc/kubernetes/manifests": must not contain etcd.dataDir or agent.stateDir: the kubelet reads every file in it`,
-			`staticPod.image: "etcd 3.7": must be a container image reference, e.g. registry.k8s.io/etcd:3.7.0-0`,
+			`staticPod.image: "etcd 3.7": must be a container image reference, [host[:port]/]lower-case/path[:tag][@digest], e.g. registry.k8s.io/etcd:3.7.0-0`,
 			`staticPod.imagePullPolicy: "Sometimes": must be Always, IfNotPresent or Never`,
+			`staticPod.command: " ": must name the etcd executable in the image, not be blank`,
 			`staticPod.cpuRequest: "lots": must be a Kubernetes quantity such as 100m or 100Mi`,
+			`staticPod.memoryRequest: "-1Gi": must not be negative`,
 		}},
 		{"static pod defaults are valid", base + "etcd:\n  runtime: static-pod\n", nil},
-		{"static pod fields are not checked for the embedded runtime", base + "staticPod:\n  imagePullPolicy: Sometimes\n", nil},
+		{"static pod fields are checked for the embedded runtime too", base + "staticPod:\n  imagePullPolicy: Sometimes\n", []string{
+			`staticPod.imagePullPolicy: "Sometimes": must be Always, IfNotPresent or Never`,
+		}},
+		{"manifest dir inside the data dir", base + "etcd:\n  runtime: static-pod\n  dataDir: /var/lib/etcd\nstaticPod:\n  manifestDir: /var/lib/etcd/manifests\n", []string{
+			`staticPod.manifestDir: "/var/lib/etcd/manifests": must not be inside etcd.dataDir (/var/lib/etcd): the data dir is moved aside as a unit, and the kubelet's manifests would go with it`,
+		}},
+		{"manifest dir is the data dir", base + "etcd:\n  runtime: static-pod\n  dataDir: /var/lib/etcd\nstaticPod:\n  manifestDir: /var/lib/etcd/\n", []string{
+			`staticPod.manifestDir: "/var/lib/etcd/": must not contain etcd.dataDir or agent.stateDir: the kubelet reads every file in it`,
+		}},
+		{"zero resource requests", base + "staticPod:\n  cpuRequest: '0'\n  memoryRequest: '0'\n", nil},
 		{"protection interval", base + "protection:\n  enabled: false\n  interval: 10ms\n", []string{
 			`protection.interval: "10ms": must be at least 1s`,
 		}},
 		{"agent listen host", base + "agent:\n  listen: example.com:9479\n", []string{
 			`agent.listen: "example.com:9479": host must be an IP address or localhost`,
+		}},
+		{"metrics https needs client TLS", base + "etcd:\n  listenMetricsURL: https://127.0.0.1:2381\n", []string{
+			`etcd.listenMetricsURL: "https://127.0.0.1:2381": https needs etcd.tls.client: etcd serves https metrics with the client certificate`,
+		}},
+		{"metrics https with client TLS", base + "etcd:\n  listenMetricsURL: https://127.0.0.1:2381\n  tls:\n    client:\n      certFile: /pki/server.crt\n      keyFile: /pki/server.key\n", nil},
+		{"metrics https with peer TLS only", base + "etcd:\n  listenMetricsURL: https://127.0.0.1:2381\n  tls:\n    peer:\n      certFile: /pki/peer.crt\n      keyFile: /pki/peer.key\n", []string{
+			`etcd.listenMetricsURL: "https://127.0.0.1:2381": https needs etcd.tls.client: etcd serves https metrics with the client certificate`,
+		}},
+		{"metrics port out of range", base + "etcd:\n  listenMetricsURL: http://127.0.0.1:99999\n", []string{
+			`etcd.listenMetricsURL: "http://127.0.0.1:99999": port must be between 1 and 65535`,
+		}},
+		{"metrics port zero", base + "etcd:\n  listenMetricsURL: http://127.0.0.1:0\n", []string{
+			`etcd.listenMetricsURL: "http://127.0.0.1:0": port must be between 1 and 65535`,
+		}},
+		{"metrics on the client loopback listener", base + "etcd:\n  listenMetricsURL: http://127.0.0.1:2379\n", []string{
+			`etcd.listenMetricsURL: "http://127.0.0.1:2379": must not overlap the etcd client listener 127.0.0.1:2379: no two listeners may use the same port on the same address or a wildcard one`,
+		}},
+		{"metrics on the member IP client listener", base + "node:\n  address: 192.0.2.2\netcd:\n  clientPort: 2381\n  listenMetricsURL: http://192.0.2.2:2381\n", []string{
+			`etcd.listenMetricsURL: "http://192.0.2.2:2381": must not overlap the etcd client listener 192.0.2.2:2381: no two listeners may use the same port on the same address or a wildcard one`,
+		}},
+		{"metrics wildcard on the peer port", base + "etcd:\n  listenMetricsURL: http://0.0.0.0:2380\n", []string{
+			`etcd.listenMetricsURL: "http://0.0.0.0:2380": must not overlap the etcd peer listener 192.0.2.1:2380: no two listeners may use the same port on the same address or a wildcard one`,
+		}},
+		{"IPv6 wildcard covers IPv4 members", base + "etcd:\n  listenMetricsURL: http://[::]:2379\n", []string{
+			`etcd.listenMetricsURL: "http://[::]:2379": must not overlap the etcd client listener 192.0.2.1:2379: no two listeners may use the same port on the same address or a wildcard one`,
+		}},
+		{"IPv4 wildcard leaves IPv6 members alone", strings.Replace(base, "192.0.2.1, 192.0.2.2, 192.0.2.3", "2001:db8::1", 1) + "etcd:\n  listenMetricsURL: http://0.0.0.0:2380\n", nil},
+		{"agent on the metrics listener", base + "agent:\n  listen: 127.0.0.1:2381\n", []string{
+			`agent.listen: "127.0.0.1:2381": must not overlap the etcd metrics listener 127.0.0.1:2381: no two listeners may use the same port on the same address or a wildcard one`,
+		}},
+		{"agent on localhost and the client port", base + "agent:\n  listen: localhost:2379\n", []string{
+			`agent.listen: "localhost:2379": must not overlap the etcd client listener 127.0.0.1:2379: no two listeners may use the same port on the same address or a wildcard one`,
+		}},
+		{"agent on the peer listener", base + "node:\n  address: 192.0.2.3\nagent:\n  listen: 192.0.2.3:2380\n", []string{
+			`agent.listen: "192.0.2.3:2380": must not overlap the etcd peer listener 192.0.2.3:2380: no two listeners may use the same port on the same address or a wildcard one`,
+		}},
+		{"agent wildcard on the metrics port", base + "agent:\n  listen: '[::]:2381'\n", []string{
+			`agent.listen: "[::]:2381": must not overlap the etcd metrics listener 127.0.0.1:2381: no two listeners may use the same port on the same address or a wildcard one`,
+		}},
+		{"unknown member IP under a wildcard", "cluster:\n  name: etcd-main\nmembers:\n  source: file\n  file: /m\netcd:\n  listenMetricsURL: http://[::]:2380\n", []string{
+			`etcd.listenMetricsURL: "http://[::]:2380": must not overlap the etcd peer listener <member IP>:2380: no two listeners may use the same port on the same address or a wildcard one`,
+		}},
+		{"a loopback member listens for clients on its own IP only", "cluster:\n  name: etcd-main\nmembers:\n  source: static\n  addresses: [127.0.0.2, 127.0.0.3]\nnode:\n  address: 127.0.0.2\netcd:\n  listenMetricsURL: http://127.0.0.1:2379\nagent:\n  listen: 127.0.0.3:2380\n", nil},
+		{"agent port 0 never overlaps", base + "agent:\n  listen: 127.0.0.1:0\n", nil},
+		{"explicit zero ports", base + "etcd:\n  clientPort: 0\n  peerPort: 0\n", []string{
+			"etcd.clientPort: 0: must be between 1 and 65535",
+			"etcd.peerPort: 0: must be between 1 and 65535",
+		}},
+		{"explicit zero durations and counts", base + "protection:\n  interval: 0s\nagent:\n  reconcileInterval: 0s\n  callTimeout: 0s\n  lockTTL: 0s\npacemaker:\n  interval: 0s\n  commandTimeout: 0s\n  maxOutputBytes: 0\n  expectedNodes: 0\n", []string{
+			`protection.interval: "0s": must be at least 1s`,
+			`agent.reconcileInterval: "0s": must be at least 100ms`,
+			`agent.lockTTL: "0s": must be whole seconds, at least 5s (an etcd lease TTL)`,
+			`agent.callTimeout: "0s": must be between 100ms and 1m`,
+			`pacemaker.interval: "0s": must be at least 1s`,
+			`pacemaker.commandTimeout: "0s": must be greater than 0 and at most 10m0s`,
+			"pacemaker.maxOutputBytes: 0: must be between 65536 and 1073741824",
+			"pacemaker.expectedNodes: 0: must be between 1 and 5 (the API carries at most 5 nodes)",
+		}},
+		{"null means the default", base + "etcd:\n  clientPort: null\n  peerPort: ~\nagent:\n  callTimeout:\n", nil},
+		{"float for a whole number", base + "etcd:\n  clientPort: 2379.0\n", []string{
+			`etcd.clientPort: "2379.0": must be a whole number (line 7)`,
+		}},
+		{"quoted whole number", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  replicas: '3'", 1), []string{
+			`cluster.replicas: "3": must be an unquoted whole number, not a quoted string (line 3)`,
+		}},
+		{"quoted boolean", base + "protection:\n  enabled: 'false'\n", []string{
+			`protection.enabled: "false": must be an unquoted true or false, not a quoted string (line 7)`,
+		}},
+		{"YAML 1.1 booleans", base + "protection:\n  enabled: no\npacemaker:\n  enabled: On\n", []string{
+			`protection.enabled: "no": must be true or false; yes, no, on and off are strings in YAML 1.2 (line 7)`,
+			`pacemaker.enabled: "On": must be true or false; yes, no, on and off are strings in YAML 1.2 (line 9)`,
+		}},
+		{"not a boolean", base + "protection:\n  enabled: 1\n", []string{
+			`protection.enabled: "1": must be true or false (line 7)`,
+		}},
+		{"extra args that take etcd over", base + "etcd:\n  runtime: static-pod\n  extraArgs:\n    config-file: /etc/etcd/etcd.conf.yml\n    discovery-endpoints: http://192.0.2.9:2379\n    wal-dir: /var/lib/etcd-wal\n", []string{
+			`etcd.extraArgs.config-file: "/etc/etcd/etcd.conf.yml": must not be set: etcd ignores every other flag when --config-file is set, so it would override everything etcdlet sets`,
+			`etcd.extraArgs.discovery-endpoints: "http://192.0.2.9:2379": must not be set: --discovery-endpoints configures etcd's discovery, and membership comes from the member list`,
+			`etcd.extraArgs.wal-dir: "/var/lib/etcd-wal": etcdlet sets --wal-dir itself: etcdlet moves the data dir aside as one unit; a separate WAL dir would be left behind`,
 		}},
 	}
 	for _, tt := range tests {
@@ -162,10 +251,66 @@ func TestCheckFiles(t *testing.T) {
 	if err := os.WriteFile(cert, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg := &Config{Etcd: Etcd{TLS: EtcdTLS{Client: TLSFiles{CertFile: cert, KeyFile: filepath.Join(dir, "server.key")}}}}
-	want := `etcd.tls.client.keyFile: "` + dir + `/server.key": cannot be read: open ` + dir + `/server.key: no such file or directory`
-	if err := cfg.CheckFiles(); err == nil || err.Error() != want {
-		t.Errorf("CheckFiles() = %v, want %s", err, want)
+	tests := []struct {
+		name  string
+		files TLSFiles
+		want  string // the whole rendered error; empty: none
+	}{
+		{"missing key", TLSFiles{CertFile: cert, KeyFile: filepath.Join(dir, "server.key")},
+			`etcd.tls.client.keyFile: "` + dir + `/server.key": cannot be read: open ` + dir + `/server.key: no such file or directory`},
+		// Validate reports "must be an absolute path"; once is enough.
+		{"relative paths are left to Validate", TLSFiles{CertFile: "server.crt", KeyFile: "server.key"}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := &Config{Etcd: Etcd{TLS: EtcdTLS{Client: tt.files}}}
+			got := ""
+			if err := cfg.CheckFiles(); err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("CheckFiles() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestImageReferences(t *testing.T) {
+	const rule = "must be a container image reference, [host[:port]/]lower-case/path[:tag][@digest], e.g. registry.k8s.io/etcd:3.7.0-0"
+	digest := "@sha256:" + strings.Repeat("a", 64)
+	tests := []struct {
+		image string
+		valid bool
+	}{
+		{"registry.k8s.io/etcd:3.7.0-0", true},
+		{"registry.k8s.io/etcd:v3.7.0-RC1", true},
+		{"registry.example.com:5000/etcd:v3.7.0-RC1", true},
+		{"etcd", true},
+		{"quay.io/coreos/etcd" + digest, true},
+		{"quay.io/coreos/etcd:v3.7.0" + digest, true},
+		{"localhost:5000/team/etcd_server__x:latest", true},
+		{"[2001:db8::1]:5000/etcd:3.7", true},
+		{"registry.k8s.io/Etcd:3.7.0-0", false},
+		{"registry.k8s.io/etcd:.3.7", false},
+		{"registry.k8s.io/etcd:" + strings.Repeat("x", 129), false},
+		{":3.7", false},
+		{"etcd::::", false},
+		{"etcd 3.7", false},
+		{"registry.k8s.io/etcd:3.7.0-0 ", false},
+		{"etcd@sha256:abc", false},
+		{"registry.k8s.io//etcd", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.image, func(t *testing.T) {
+			got := parseAndValidate(t, base+"etcd:\n  runtime: static-pod\nstaticPod:\n  image: '"+tt.image+"'\n")
+			var want []string
+			if !tt.valid {
+				want = []string{`staticPod.image: "` + tt.image + `": ` + rule}
+			}
+			if strings.Join(got, "\n") != strings.Join(want, "\n") {
+				t.Errorf("problems:\n  %s\nwant:\n  %s", strings.Join(got, "\n  "), strings.Join(want, "\n  "))
+			}
+		})
 	}
 }
 

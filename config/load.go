@@ -38,10 +38,11 @@ func Parse(data []byte) (*Config, error) {
 	if err := yaml.Unmarshal(data, &doc); err != nil {
 		return nil, Errors{{Path: "(file)", Rule: fmt.Sprintf("not valid YAML: %v", err)}}
 	}
+	explicit := map[string]bool{}
 	if len(doc.Content) > 0 {
 		root := doc.Content[0]
 		var errs Errors
-		checkNode(&errs, "", root, reflect.TypeOf(cfg).Elem())
+		checkNode(&errs, explicit, "", root, reflect.TypeOf(cfg).Elem())
 		if len(errs) > 0 {
 			return nil, errs
 		}
@@ -49,7 +50,7 @@ func Parse(data []byte) (*Config, error) {
 			return nil, Errors{{Path: "(file)", Rule: err.Error()}}
 		}
 	}
-	cfg.applyDefaults()
+	cfg.applyDefaults(explicit)
 	return cfg, nil
 }
 
@@ -58,8 +59,10 @@ var durationType = reflect.TypeOf(time.Duration(0))
 // checkNode walks a YAML node against the Go type it will be decoded into
 // and reports unknown fields, duplicate keys and scalars that do not fit,
 // each with its field path. yaml.v3's own strict mode reports these too,
-// but only with Go type names and without the path a user needs.
-func checkNode(errs *Errors, path string, node *yaml.Node, t reflect.Type) {
+// but only with Go type names and without the path a user needs. The path
+// of every scalar the file sets (not null) goes into explicit, so that
+// defaults fill only what the file leaves out.
+func checkNode(errs *Errors, explicit map[string]bool, path string, node *yaml.Node, t reflect.Type) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -71,7 +74,7 @@ func checkNode(errs *Errors, path string, node *yaml.Node, t reflect.Type) {
 	}
 	switch {
 	case t.Kind() == reflect.Struct:
-		checkStruct(errs, path, node, t)
+		checkStruct(errs, explicit, path, node, t)
 	case t.Kind() == reflect.Map:
 		if node.Kind != yaml.MappingNode {
 			errs.add(display(path), node.Value, "must be a mapping (line %d)", node.Line)
@@ -84,7 +87,7 @@ func checkNode(errs *Errors, path string, node *yaml.Node, t reflect.Type) {
 				errs.add(join(path, key.Value), nil, "defined twice (lines %d and %d)", first, key.Line)
 			}
 			seen[key.Value] = key.Line
-			checkNode(errs, join(path, key.Value), node.Content[i+1], t.Elem())
+			checkNode(errs, explicit, join(path, key.Value), node.Content[i+1], t.Elem())
 		}
 	case t.Kind() == reflect.Slice:
 		if node.Kind != yaml.SequenceNode {
@@ -92,14 +95,15 @@ func checkNode(errs *Errors, path string, node *yaml.Node, t reflect.Type) {
 			return
 		}
 		for i, item := range node.Content {
-			checkNode(errs, fmt.Sprintf("%s[%d]", path, i), item, t.Elem())
+			checkNode(errs, explicit, fmt.Sprintf("%s[%d]", path, i), item, t.Elem())
 		}
 	default:
+		explicit[path] = true
 		checkScalar(errs, path, node, t)
 	}
 }
 
-func checkStruct(errs *Errors, path string, node *yaml.Node, t reflect.Type) {
+func checkStruct(errs *Errors, explicit map[string]bool, path string, node *yaml.Node, t reflect.Type) {
 	if node.Kind != yaml.MappingNode {
 		errs.add(display(path), node.Value, "must be a mapping (line %d)", node.Line)
 		return
@@ -119,7 +123,7 @@ func checkStruct(errs *Errors, path string, node *yaml.Node, t reflect.Type) {
 			errs.add(fieldPath, nil, "unknown field (line %d); known fields here: %s", key.Line, strings.Join(slices.Sorted(maps.Keys(fields)), ", "))
 			continue
 		}
-		checkNode(errs, fieldPath, value, ft)
+		checkNode(errs, explicit, fieldPath, value, ft)
 	}
 }
 
@@ -134,23 +138,61 @@ func checkScalar(errs *Errors, path string, node *yaml.Node, t reflect.Type) {
 		}
 		return
 	}
-	if err := node.Decode(reflect.New(t).Interface()); err != nil {
-		errs.add(path, node.Value, "must be %s (line %d)", kindName(t), node.Line)
+	// yaml.v3 decodes 2379.0 into an int and yes, no, on and off into a
+	// bool; YAML 1.2 reads them as a float and as strings, and so do we.
+	if tag := scalarTag(t); tag != "" && node.ShortTag() != tag {
+		plain := yaml.Node{Kind: yaml.ScalarNode, Value: node.Value}
+		switch {
+		case node.Style&(yaml.SingleQuotedStyle|yaml.DoubleQuotedStyle) != 0 && plain.ShortTag() == tag:
+			errs.add(path, node.Value, "must be an unquoted %s, not a quoted string (line %d)", kindName(t), node.Line)
+		case tag == "!!bool" && slices.Contains(yaml11Bools, strings.ToLower(node.Value)):
+			errs.add(path, node.Value, "must be true or false; yes, no, on and off are strings in YAML 1.2 (line %d)", node.Line)
+		default:
+			errs.add(path, node.Value, "must be %s (line %d)", articled(kindName(t)), node.Line)
+		}
+		return
 	}
+	if err := node.Decode(reflect.New(t).Interface()); err != nil {
+		errs.add(path, node.Value, "must be %s (line %d)", articled(kindName(t)), node.Line)
+	}
+}
+
+// yaml11Bools are the YAML 1.1 booleans that YAML 1.2 reads as strings.
+var yaml11Bools = []string{"y", "yes", "n", "no", "on", "off"}
+
+// scalarTag is the YAML tag a value of type t must resolve to, or "" when
+// the decoder's own check is enough.
+func scalarTag(t reflect.Type) string {
+	switch t.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "!!int"
+	case reflect.Bool:
+		return "!!bool"
+	}
+	return ""
 }
 
 func kindName(t reflect.Type) string {
 	switch t.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "a whole number"
+		return "whole number"
 	case reflect.Bool:
 		return "true or false"
 	case reflect.String:
-		return "a string"
+		return "string"
 	default:
-		return "a " + t.Kind().String()
+		return t.Kind().String()
 	}
+}
+
+// articled puts "a" before a kind name that is a noun.
+func articled(kind string) string {
+	if kind == "true or false" {
+		return kind
+	}
+	return "a " + kind
 }
 
 // yamlFields maps the YAML keys of a struct to their field types.

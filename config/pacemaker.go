@@ -81,22 +81,23 @@ type Pacemaker struct {
 // commands that run without a configuration file.
 func DefaultPacemaker() Pacemaker {
 	p := Pacemaker{}
-	p.applyDefaults()
+	p.applyDefaults(nil)
 	return p
 }
 
-// applyDefaults fills every field left at its zero value.
-func (o *Pacemaker) applyDefaults() {
-	setDefault(&o.Interval, DefaultPacemakerInterval)
+// applyDefaults fills every field left at its zero value, except numbers
+// the file sets explicitly (paths in explicit; see Config.applyDefaults).
+func (o *Pacemaker) applyDefaults(explicit map[string]bool) {
+	setUnlessExplicit(explicit, "pacemaker.interval", &o.Interval, DefaultPacemakerInterval)
 	setDefault(&o.CrmMon, DefaultCrmMon)
 	setDefault(&o.Cibadmin, DefaultCibadmin)
 	setDefault(&o.CorosyncCmapctl, DefaultCorosyncCmapctl)
 	setDefault(&o.KubeletAgent, DefaultKubeletAgent)
 	setDefault(&o.EtcdAgent, DefaultEtcdAgent)
 	setDefault(&o.APIVersion, DefaultAPIVersion)
-	setDefault(&o.CommandTimeout, DefaultCommandTimeout)
-	setDefault(&o.MaxOutputBytes, DefaultMaxOutputBytes)
-	setDefault(&o.ExpectedNodes, DefaultExpectedNodes)
+	setUnlessExplicit(explicit, "pacemaker.commandTimeout", &o.CommandTimeout, DefaultCommandTimeout)
+	setUnlessExplicit(explicit, "pacemaker.maxOutputBytes", &o.MaxOutputBytes, DefaultMaxOutputBytes)
+	setUnlessExplicit(explicit, "pacemaker.expectedNodes", &o.ExpectedNodes, DefaultExpectedNodes)
 }
 
 // Limits enforced by Validate.

@@ -1,8 +1,10 @@
 package config
 
 import (
+	"path/filepath"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -21,7 +23,7 @@ const (
 )
 
 // StaticPod configures the kubelet static pod of the local member
-// (etcd.runtime: static-pod).
+// (etcd.runtime: static-pod; validated whatever the runtime).
 type StaticPod struct {
 	// ManifestDir is the kubelet's staticPodPath; the manifest is
 	// <manifestDir>/etcd.yaml.
@@ -55,27 +57,49 @@ func (s *StaticPod) applyDefaults() {
 	setDefault(&s.MemoryRequest, DefaultMemoryRequest)
 }
 
-// imagePattern is a container image reference: no spaces or control
-// characters, and not a bare tag or digest.
-var imagePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9._/:@-]*[a-zA-Z0-9_.-]$`)
+// imagePattern is a container image reference as the container runtimes
+// parse it (the grammar of github.com/distribution/reference):
+// [host[:port]/]path[:tag][@digest], where the host may have upper-case
+// letters, the path components are lower-case and the tag is
+// [A-Za-z0-9_][A-Za-z0-9_.-]{0,127}.
+var imagePattern = func() *regexp.Regexp {
+	const (
+		pathComponent   = `[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*`
+		domainComponent = `(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])`
+		host            = `(?:` + domainComponent + `(?:\.` + domainComponent + `)*|\[[a-fA-F0-9:]+\])(?::[0-9]+)?`
+		tag             = `[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}`
+		digest          = `[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,}`
+	)
+	return regexp.MustCompile(`^(?:` + host + `/)?` + pathComponent + `(?:/` + pathComponent + `)*(?::` + tag + `)?(?:@` + digest + `)?$`)
+}()
 
+// validateStaticPod checks the section whatever the runtime, so that a
+// file switched to static-pod later holds no surprise; with the embedded
+// runtime etcdlet uses none of it.
 func (c *Config) validateStaticPod(errs *Errors) {
 	s := c.StaticPod
-	if c.Etcd.Runtime != RuntimeStaticPod {
-		return
-	}
-	if requireAbsPath(errs, "staticPod.manifestDir", s.ManifestDir) && (nested(s.ManifestDir, c.Etcd.DataDir) || nested(s.ManifestDir, c.Agent.StateDir)) {
-		errs.add("staticPod.manifestDir", s.ManifestDir, "must not contain etcd.dataDir or agent.stateDir: the kubelet reads every file in it")
+	if requireAbsPath(errs, "staticPod.manifestDir", s.ManifestDir) {
+		switch {
+		case nested(s.ManifestDir, c.Etcd.DataDir) || nested(s.ManifestDir, c.Agent.StateDir):
+			errs.add("staticPod.manifestDir", s.ManifestDir, "must not contain etcd.dataDir or agent.stateDir: the kubelet reads every file in it")
+		case filepath.IsAbs(c.Etcd.DataDir) && nested(c.Etcd.DataDir, s.ManifestDir):
+			errs.add("staticPod.manifestDir", s.ManifestDir, "must not be inside etcd.dataDir (%s): the data dir is moved aside as a unit, and the kubelet's manifests would go with it", c.Etcd.DataDir)
+		}
 	}
 	if !imagePattern.MatchString(s.Image) {
-		errs.add("staticPod.image", s.Image, "must be a container image reference, e.g. %s", DefaultEtcdImage)
+		errs.add("staticPod.image", s.Image, "must be a container image reference, [host[:port]/]lower-case/path[:tag][@digest], e.g. %s", DefaultEtcdImage)
 	}
 	if !slices.Contains([]string{"Always", "IfNotPresent", "Never"}, s.ImagePullPolicy) {
 		errs.add("staticPod.imagePullPolicy", s.ImagePullPolicy, "must be Always, IfNotPresent or Never")
 	}
+	if strings.TrimSpace(s.Command) == "" {
+		errs.add("staticPod.command", s.Command, "must name the etcd executable in the image, not be blank")
+	}
 	for _, q := range []struct{ path, value string }{{"staticPod.cpuRequest", s.CPURequest}, {"staticPod.memoryRequest", s.MemoryRequest}} {
-		if _, err := resource.ParseQuantity(q.value); err != nil {
+		if quantity, err := resource.ParseQuantity(q.value); err != nil {
 			errs.add(q.path, q.value, "must be a Kubernetes quantity such as 100m or 100Mi")
+		} else if quantity.Sign() < 0 {
+			errs.add(q.path, q.value, "must not be negative")
 		}
 	}
 }

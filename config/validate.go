@@ -1,6 +1,7 @@
 package config
 
 import (
+	"fmt"
 	"maps"
 	"net"
 	"net/netip"
@@ -63,6 +64,24 @@ func OwnedEtcdFlag(name string) (how string, owned bool) {
 	return how, owned
 }
 
+// ExtraArgRule returns the rule an etcd.extraArgs name breaks, or "" when
+// it may be set. It rejects what is not a flag name, the flags etcdlet sets
+// itself, and flags that would take over what etcdlet sets. Values are
+// checked by package etcdflags, which skips the names this rejects.
+func ExtraArgRule(name string) string {
+	switch how, owned := ownedEtcdFlags[name]; {
+	case owned:
+		return fmt.Sprintf("etcdlet sets --%s itself: %s", name, how)
+	case name == "config-file":
+		return "must not be set: etcd ignores every other flag when --config-file is set, so it would override everything etcdlet sets"
+	case strings.HasPrefix(name, "discovery-"):
+		return fmt.Sprintf("must not be set: --%s configures etcd's discovery, and membership comes from the member list", name)
+	case !flagNamePattern.MatchString(name):
+		return "must be an etcd flag name without leading dashes, e.g. snapshot-count"
+	}
+	return ""
+}
+
 // Validate checks every field and returns an Errors list (nil when valid).
 // It does not read the members file; ReadDesired does.
 func (c *Config) Validate() error {
@@ -74,6 +93,7 @@ func (c *Config) Validate() error {
 	c.validateStaticPod(&errs)
 	c.Protection.validate(&errs)
 	c.validateAgent(&errs)
+	c.checkListeners(&errs)
 	c.Pacemaker.validate(&errs)
 	return errs.Err()
 }
@@ -131,18 +151,17 @@ func (c *Config) validateEtcd(errs *Errors) {
 	requireAbsPath(errs, "etcd.dataDir", e.DataDir)
 	checkPort(errs, "etcd.clientPort", e.ClientPort)
 	checkPort(errs, "etcd.peerPort", e.PeerPort)
-	if e.ClientPort == e.PeerPort {
+	if e.ClientPort == e.PeerPort && validPort(e.ClientPort) {
 		errs.add("etcd.peerPort", e.PeerPort, "must differ from etcd.clientPort")
 	}
-	checkListenURL(errs, "etcd.listenMetricsURL", e.ListenMetricsURL)
+	if u := checkListenURL(errs, "etcd.listenMetricsURL", e.ListenMetricsURL); u != nil && u.Scheme == "https" && e.TLS.Client.CertFile == "" {
+		errs.add("etcd.listenMetricsURL", e.ListenMetricsURL, "https needs etcd.tls.client: etcd serves https metrics with the client certificate")
+	}
 	checkTLSFiles(errs, "etcd.tls.client", e.TLS.Client)
 	checkTLSFiles(errs, "etcd.tls.peer", e.TLS.Peer)
 	for _, name := range slices.Sorted(maps.Keys(e.ExtraArgs)) {
-		path := "etcd.extraArgs." + name
-		if how, owned := ownedEtcdFlags[name]; owned {
-			errs.add(path, e.ExtraArgs[name], "etcdlet sets --%s itself: %s", name, how)
-		} else if !flagNamePattern.MatchString(name) {
-			errs.add(path, e.ExtraArgs[name], "must be an etcd flag name without leading dashes, e.g. snapshot-count")
+		if rule := ExtraArgRule(name); rule != "" {
+			errs.add("etcd.extraArgs."+name, e.ExtraArgs[name], "%s", rule)
 		}
 	}
 	if !slices.Contains(logLevels, e.LogLevel) {
@@ -160,7 +179,7 @@ func (c *Config) validateAgent(errs *Errors) {
 	if host, port, err := net.SplitHostPort(a.Listen); err != nil {
 		errs.add("agent.listen", a.Listen, "must be host:port, e.g. 127.0.0.1:9479")
 	} else {
-		if _, err := netip.ParseAddr(host); err != nil && host != "localhost" {
+		if _, ok := listenHost(host); !ok {
 			errs.add("agent.listen", a.Listen, "host must be an IP address or localhost")
 		}
 		if p, err := strconv.Atoi(port); err != nil || p < 0 || p > 65535 {
@@ -207,20 +226,43 @@ func nested(parent, child string) bool {
 }
 
 func checkPort(errs *Errors, path string, port int) {
-	if port < 1 || port > 65535 {
+	if !validPort(port) {
 		errs.add(path, port, "must be between 1 and 65535")
 	}
 }
 
-func checkListenURL(errs *Errors, path, value string) {
+// checkListenURL checks a listener URL and returns it parsed, or nil when
+// it breaks a rule.
+func checkListenURL(errs *Errors, path, value string) *url.URL {
 	u, err := url.Parse(value)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Port() == "" || (u.Path != "" && u.Path != "/") {
 		errs.add(path, value, "must be an http or https URL with a host and a port and no path, e.g. %s", DefaultListenMetricsURL)
-		return
+		return nil
 	}
-	if _, err := netip.ParseAddr(u.Hostname()); err != nil && u.Hostname() != "localhost" {
+	valid := true
+	if _, ok := listenHost(u.Hostname()); !ok {
 		errs.add(path, value, "host must be an IP address or localhost")
+		valid = false
 	}
+	if p, err := strconv.Atoi(u.Port()); err != nil || p < 1 || p > 65535 {
+		errs.add(path, value, "port must be between 1 and 65535")
+		valid = false
+	}
+	if !valid {
+		return nil
+	}
+	return u
+}
+
+// listenHost is the address a listener on host binds: an IP, or
+// 127.0.0.1 for localhost (Go listens on the first IPv4 address a name
+// resolves to).
+func listenHost(host string) (netip.Addr, bool) {
+	if host == "localhost" {
+		return netip.AddrFrom4([4]byte{127, 0, 0, 1}), true
+	}
+	addr, err := netip.ParseAddr(host)
+	return addr.Unmap(), err == nil
 }
 
 func checkTLSFiles(errs *Errors, path string, f TLSFiles) {
@@ -247,8 +289,8 @@ func (c *Config) CheckFiles() error {
 		files TLSFiles
 	}{{"etcd.tls.client", c.Etcd.TLS.Client}, {"etcd.tls.peer", c.Etcd.TLS.Peer}, {"agent.etcdClientTLS", c.Agent.EtcdClientTLS}} {
 		for _, file := range []struct{ field, value string }{{"certFile", section.files.CertFile}, {"keyFile", section.files.KeyFile}, {"caFile", section.files.CAFile}} {
-			if file.value == "" {
-				continue
+			if file.value == "" || !filepath.IsAbs(file.value) {
+				continue // Validate reports a relative path
 			}
 			if f, err := os.Open(file.value); err != nil {
 				errs.add(section.path+"."+file.field, file.value, "cannot be read: %v", err)

@@ -206,38 +206,6 @@ func (a *Agent) shutdown(srv interface{ Shutdown(context.Context) error }, wg *s
 	return nil
 }
 
-func (a *Agent) applyReload(cfg *config.Config) error {
-	if fields := immutableChanges(a.cfg, cfg); len(fields) > 0 {
-		err := fmt.Errorf("reload refused: %v changed; these need a restart of etcdlet (the running configuration stays in force)", fields)
-		a.log.Error("configuration reload refused", "error", err)
-		return err
-	}
-	a.cfg.Members, a.cfg.Cluster.Replicas = cfg.Members, cfg.Cluster.Replicas
-	a.source.SetConfig(cfg)
-	a.log.Info("configuration reloaded")
-	return nil
-}
-
-// immutableChanges names the fields that differ and cannot change while
-// the agent runs.
-func immutableChanges(old, next *config.Config) []string {
-	var fields []string
-	check := func(name string, changed bool) {
-		if changed {
-			fields = append(fields, name)
-		}
-	}
-	check("cluster.name", old.Cluster.Name != next.Cluster.Name)
-	check("cluster.token", old.Cluster.Token != next.Cluster.Token)
-	check("node.address", old.Node.Address != next.Node.Address)
-	check("etcd", fmt.Sprint(old.Etcd) != fmt.Sprint(next.Etcd))
-	check("agent", old.Agent != next.Agent)
-	check("pacemaker", fmt.Sprint(old.Pacemaker) != fmt.Sprint(next.Pacemaker))
-	check("staticPod", old.StaticPod != next.StaticPod)
-	check("protection", old.Protection.On() != next.Protection.On() || old.Protection.Interval != next.Protection.Interval)
-	return fields
-}
-
 // pass runs one reconcile pass and returns when the next should run.
 func (a *Agent) pass(ctx context.Context) time.Duration {
 	start := time.Now()

@@ -1,11 +1,13 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 	"github.com/etcdlet/etcdlet/daemon/staticpod"
@@ -22,13 +24,18 @@ or keep running), and print the kubelet static-pod manifest for it. It reads
 the state dir and the data dir and observes the cluster, but changes
 nothing: no membership change, no file written unless --output names one.
 
-Exits non-zero on an invalid configuration, and when no member runs on this
-node now (not listed, waiting to be added, ...), saying why.`,
+Applies to etcd.runtime static-pod only: with the embedded runtime etcdlet
+writes no manifest, and render exits non-zero saying so. Exits non-zero on
+an invalid configuration, too, and when no member runs on this node now
+(not listed, waiting to be added, ...), saying why.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadValidConfig(path)
 			if err != nil {
 				return err
+			}
+			if cfg.Etcd.Runtime != config.RuntimeStaticPod {
+				return fmt.Errorf("render applies to etcd.runtime %s only: with etcd.runtime %s etcdlet writes no manifest", config.RuntimeStaticPod, cfg.Etcd.Runtime)
 			}
 			_, spec, err := daemon.Preview(cmd.Context(), cfg)
 			if err != nil {

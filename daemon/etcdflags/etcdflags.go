@@ -50,9 +50,16 @@ func settable(t reflect.Type) bool {
 	return false
 }
 
-// Apply sets etcd.extraArgs on an embed configuration.
+// Apply sets etcd.extraArgs on an embed configuration. Names config
+// validation rejects are errors here too, never applied.
 func Apply(cfg *embed.Config, args map[string]string) error {
-	if errs := Validate(args, true); len(errs) > 0 {
+	errs := Validate(args, true)
+	for _, name := range slices.Sorted(maps.Keys(args)) {
+		if rule := config.ExtraArgRule(name); rule != "" {
+			errs = append(errs, config.FieldError{Path: "etcd.extraArgs." + name, Value: args[name], Rule: rule})
+		}
+	}
+	if len(errs) > 0 {
 		return errs
 	}
 	v := reflect.ValueOf(cfg).Elem()
@@ -68,13 +75,15 @@ func Apply(cfg *embed.Config, args map[string]string) error {
 // have the right type. With strict, a flag this etcd version does not know
 // is an error too: the embedded server is exactly this version. A static
 // pod may run another etcd version, whose new flags etcdlet cannot know.
-// (Flags etcdlet owns are rejected by config validation.)
+// Names that config validation rejects (config.ExtraArgRule: flags etcdlet
+// owns or denies, malformed names) are skipped, so that no name is
+// reported twice.
 func Validate(args map[string]string, strict bool) config.Errors {
 	var errs config.Errors
 	probe := reflect.ValueOf(embed.NewConfig()).Elem()
 	for _, name := range slices.Sorted(maps.Keys(args)) {
 		path := "etcd.extraArgs." + name
-		if _, owned := config.OwnedEtcdFlag(name); owned {
+		if config.ExtraArgRule(name) != "" {
 			continue
 		}
 		i, ok := fields[name]

@@ -62,3 +62,35 @@ func TestValidateLenient(t *testing.T) {
 		t.Errorf("lenient validation: %v", errs)
 	}
 }
+
+func TestNamesConfigRejects(t *testing.T) {
+	// Config validation reports these names (config.ExtraArgRule); Validate
+	// must not report them a second time, and Apply must never set them.
+	tests := []struct {
+		name, value string
+		applyErr    string
+	}{
+		{"--snapshot-count", "5", `etcd.extraArgs.--snapshot-count: "5": must be an etcd flag name without leading dashes, e.g. snapshot-count`},
+		{"name", "other", `etcd.extraArgs.name: "other": etcdlet sets --name itself: derived from cluster.name and the node address`},
+		{"config-file", "/etc/etcd/etcd.conf.yml", `etcd.extraArgs.config-file: "/etc/etcd/etcd.conf.yml": must not be set: etcd ignores every other flag when --config-file is set, so it would override everything etcdlet sets`},
+		{"discovery-token", "x", `etcd.extraArgs.discovery-token: "x": must not be set: --discovery-token configures etcd's discovery, and membership comes from the member list`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			args := map[string]string{tt.name: tt.value}
+			for _, strict := range []bool{true, false} {
+				if errs := Validate(args, strict); len(errs) != 0 {
+					t.Errorf("Validate(strict=%v) reports it again: %v", strict, errs)
+				}
+			}
+			cfg := embed.NewConfig()
+			before := cfg.Name
+			if err := Apply(cfg, args); err == nil || err.Error() != tt.applyErr {
+				t.Errorf("Apply() = %v, want %s", err, tt.applyErr)
+			}
+			if cfg.Name != before {
+				t.Errorf("Apply() changed the configuration: name %q", cfg.Name)
+			}
+		})
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -25,12 +26,22 @@ import (
 type Source struct {
 	log     *slog.Logger
 	changes chan struct{}
-	rewatch chan struct{}
+	// resync asks Watch to check its watches against the file's path
+	// (after a reload, and on every reconcile pass).
+	resync chan struct{}
 	// watching is closed once Watch has set up its watch.
 	watching chan struct{}
+	// pending is set while Watch waits for a burst of events to end
+	// before it reads the file itself.
+	pending atomic.Bool
 	// OnReload is called after every read with whether the list was
 	// accepted (for metrics).
 	OnReload func(accepted bool)
+
+	// readMu makes each read and its verdict one step: two reads
+	// racing (the watch and a reconcile pass) must not let the older
+	// content be applied last.
+	readMu sync.Mutex
 
 	mu       sync.Mutex
 	cfg      *config.Config
@@ -43,7 +54,7 @@ type Source struct {
 // New returns a source for cfg. fallback is the last list applied before a
 // restart: it is in force until the configured source yields a good list.
 func New(cfg *config.Config, log *slog.Logger, fallback []netip.Addr) *Source {
-	s := &Source{log: log, cfg: cfg, changes: make(chan struct{}, 1), rewatch: make(chan struct{}, 1), watching: make(chan struct{})}
+	s := &Source{log: log, cfg: cfg, changes: make(chan struct{}, 1), resync: make(chan struct{}, 1), watching: make(chan struct{})}
 	if len(fallback) > 0 {
 		s.current, s.valid = fallback, true
 	}
@@ -73,31 +84,75 @@ func (s *Source) SetConfig(cfg *config.Config) {
 	s.cfg = cfg
 	s.lastSeen = ""
 	s.mu.Unlock()
-	select {
-	case s.rewatch <- struct{}{}:
-	default:
-	}
 	s.Refresh()
 }
 
-// settle is how long a members file must be unchanged before it is read:
-// a tool that writes in several steps (truncate, then write) must not be
-// read half-way, when a shortened list would look like removals.
+func (s *Source) config() *config.Config {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cfg
+}
+
+// file is the members file to watch, "" for the static source.
+func (s *Source) file() string {
+	cfg := s.config()
+	if cfg.Members.Source != config.SourceFile {
+		return ""
+	}
+	return filepath.Clean(cfg.Members.File)
+}
+
+// settle is how long the members file's directories must be free of
+// events before the watch reads the file: a tool that writes in several
+// steps (truncate, then write) must not be read half-way, when a shortened
+// list would look like removals.
 const settle = 50 * time.Millisecond
 
-// Refresh reads the configured source and applies the rules. It returns
-// true when the list in force changed. A members file modified within the
-// last moments is left for the watch to read once it settled.
+// settleLimit bounds the wait for quiet, so that steady events on other
+// files in a watched directory cannot hold a read off.
+const settleLimit = 4 * settle
+
+// Refresh reads the configured source and applies the rules, and has
+// Watch check that its watches still match the file's path (a directory
+// removed and re-created loses its watch). It returns true when the list
+// in force changed. A members file the watch is about to read, or one
+// modified within the last moments, is left for the watch to read once
+// it settled.
 func (s *Source) Refresh() bool {
-	s.mu.Lock()
-	cfg := s.cfg
-	s.mu.Unlock()
-	if cfg.Members.Source == config.SourceFile {
-		if fi, err := os.Stat(cfg.Members.File); err == nil && time.Since(fi.ModTime()) < settle {
-			return false
-		}
+	select {
+	case s.resync <- struct{}{}:
+	default:
 	}
-	addrs, errs := cfg.DesiredMembers()
+	cfg := s.config()
+	if cfg.Members.Source == config.SourceFile && s.unsettled(cfg.Members.File) {
+		return false
+	}
+	return s.refresh()
+}
+
+// unsettled tells whether the file may be mid-write: the watch saw events
+// it has not read after yet, or the file was modified within the settle
+// time. A modification time in the future (a file copied with its times
+// from a host whose clock is ahead) says nothing about a write going on,
+// so it never holds a read off.
+func (s *Source) unsettled(path string) bool {
+	if s.pending.Load() {
+		return true
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return false
+	}
+	age := time.Since(fi.ModTime())
+	return age >= 0 && age < settle
+}
+
+// refresh reads the configured source now and acts on what it finds.
+func (s *Source) refresh() bool {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	cfg := s.config()
+	addrs, errs := cfg.DesiredMembers() // never blocks: see config.ReadMembersFile
 	key := fingerprint(addrs, errs)
 
 	s.mu.Lock()
@@ -133,74 +188,57 @@ func (s *Source) reloaded(accepted bool) {
 	}
 }
 
-// Watch re-reads the members file whenever it changes, until ctx ends.
-// It watches the file's directory, not the file: tools replace such files
-// by renaming a new one over them, which a watch on the old inode misses.
-// A reload that names another file moves the watch.
+// Watch re-reads the members file whenever it may have changed, until ctx
+// ends. It watches directories, not the file: tools replace such files by
+// renaming a new one over them, which a watch on the old inode misses. When
+// the path is a symlink (a chain, a ConfigMap volume's ..data), the
+// directory of every hop is watched too, and the set is worked out again
+// after every event. Any event in those directories leads to a read once
+// the burst is over; the list is acted on only when its content changed.
 func (s *Source) Watch(ctx context.Context) error {
-	w, err := fsnotify.NewWatcher()
+	fw, err := fsnotify.NewWatcher()
 	if err != nil {
 		return fmt.Errorf("watch members file: %w", err)
 	}
-	defer w.Close()
-	watched := ""
-	rewatch := func() (string, error) {
-		s.mu.Lock()
-		file := ""
-		if s.cfg.Members.Source == config.SourceFile {
-			file = filepath.Clean(s.cfg.Members.File)
-		}
-		s.mu.Unlock()
-		dir := ""
-		if file != "" {
-			dir = filepath.Dir(file)
-		}
-		if dir == watched {
-			return file, nil
-		}
-		if watched != "" {
-			_ = w.Remove(watched)
-		}
-		watched = ""
-		if dir != "" {
-			if err := w.Add(dir); err != nil {
-				return file, fmt.Errorf("watch members file directory %s: %w", dir, err)
-			}
-			watched = dir
-		}
-		return file, nil
-	}
-	file, err := rewatch()
-	if err != nil {
-		return err
-	}
+	defer fw.Close()
+	dirs := newDirWatch(fw, s.log)
+	deb := newDebounce(settle, settleLimit)
+	defer deb.stop()
+	defer s.pending.Store(false)
+	dirs.sync(s.file())
 	close(s.watching)
-	// Read once the file has been quiet for the settle time, so a change
-	// written in several steps is read once, complete.
-	var debounce <-chan time.Time
+	arm := func() {
+		s.pending.Store(true)
+		deb.arm(time.Now())
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.rewatch:
-			if file, err = rewatch(); err != nil {
-				s.log.Warn("cannot watch the members file; changes are picked up on the next reconcile pass", "error", err)
+		case <-s.resync:
+			if dirs.sync(s.file()) {
+				arm()
 			}
-		case ev, ok := <-w.Events:
+		case ev, ok := <-fw.Events:
 			if !ok {
 				return nil
 			}
-			if filepath.Clean(ev.Name) == file {
-				debounce = time.After(settle)
-			}
-		case err, ok := <-w.Errors:
+			dirs.saw(ev)
+			arm()
+		case err, ok := <-fw.Errors:
 			if !ok {
 				return nil
 			}
+			// Events may have been dropped (queue overflow): read anyway.
 			s.log.Warn("members file watch error; changes are picked up on the next reconcile pass", "error", err)
-		case <-debounce:
-			debounce = nil
-			s.Refresh()
+			arm()
+		case <-deb.C():
+			deb.fired()
+			// Follow a re-pointed symlink before reading, so that a later
+			// edit at the new target is seen too.
+			dirs.sync(s.file())
+			s.refresh()
+			s.pending.Store(false)
 		}
 	}
 }

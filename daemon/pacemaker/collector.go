@@ -13,13 +13,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"io/fs"
 	"log/slog"
 	"os"
 	"strings"
 	"sync"
-	"syscall"
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
@@ -140,8 +137,10 @@ func (c *Collector) crmMon(ctx context.Context) (*crmmon.Document, error) {
 	if c.opts.CIBFile != "" {
 		// crm_mon would block opening a FIFO (or a device) until the
 		// timeout; refuse it at once with the reason. Stat does not open.
-		if fi, err := os.Stat(c.opts.CIBFile); err == nil && !fi.Mode().IsRegular() {
-			return nil, fmt.Errorf("CIB file %s is not a regular file (%s)", c.opts.CIBFile, fileKind(fi.Mode()))
+		if fi, err := os.Stat(c.opts.CIBFile); err == nil {
+			if err := config.CheckRegular(fi.Mode()); err != nil {
+				return nil, fmt.Errorf("CIB file %s %w", c.opts.CIBFile, err)
+			}
 		}
 		cmd.Env = []string{"CIB_file=" + c.opts.CIBFile}
 	}
@@ -221,7 +220,10 @@ func (c *Collector) readFile(ctx context.Context, name string) ([]byte, error) {
 	}
 	done := make(chan result, 1)
 	go func() {
-		data, err := readRegular(name, c.opts.MaxOutputBytes)
+		data, err := config.ReadRegularFile(name, c.opts.MaxOutputBytes)
+		if err != nil {
+			err = fmt.Errorf("%s %w", name, err)
+		}
 		done <- result{data, err}
 	}()
 	select {
@@ -229,45 +231,6 @@ func (c *Collector) readFile(ctx context.Context, name string) ([]byte, error) {
 		return r.data, r.err
 	case <-ctx.Done():
 		return nil, fmt.Errorf("read %s: %w", name, ctx.Err())
-	}
-}
-
-func readRegular(name string, limit int64) ([]byte, error) {
-	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if !fi.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%s)", name, fileKind(fi.Mode()))
-	}
-	data, err := io.ReadAll(io.LimitReader(f, limit+1))
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", name, err)
-	}
-	if int64(len(data)) > limit {
-		return nil, fmt.Errorf("%s exceeds the size limit of %d bytes", name, limit)
-	}
-	return data, nil
-}
-
-// fileKind names what a non-regular file is, for errors.
-func fileKind(m fs.FileMode) string {
-	switch {
-	case m.IsDir():
-		return "a directory"
-	case m&fs.ModeNamedPipe != 0:
-		return "a named pipe"
-	case m&fs.ModeSocket != 0:
-		return "a socket"
-	case m&fs.ModeDevice != 0:
-		return "a device"
-	default:
-		return "mode " + m.String()
 	}
 }
 

@@ -76,7 +76,7 @@ func TestPollUnknownWithRealCrmMon(t *testing.T) {
 			// crm_mon would block opening it until the timeout.
 			name:       "CIB file is a FIFO",
 			opts:       func(o *config.Pacemaker) { o.CIBFile = fifo; o.CommandTimeout = time.Minute },
-			wantReason: "is not a regular file (a named pipe)",
+			wantReason: "is a named pipe, want a regular file",
 		},
 		{
 			name: "output over the limit",

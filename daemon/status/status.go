@@ -38,7 +38,7 @@ type Row struct {
 	// cluster could not be asked about this member).
 	Health  string `json:"health"`
 	Problem string `json:"problem,omitempty"`
-	DBSize int64  `json:"dbSize,omitempty"`
+	DBSize  int64  `json:"dbSize,omitempty"`
 	// RaftIndex is the member's applied raft index.
 	RaftIndex uint64 `json:"raftIndex,omitempty"`
 	// InList is yes (listed member), no (member not listed: will leave),

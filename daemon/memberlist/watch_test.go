@@ -1,0 +1,386 @@
+package memberlist
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+const (
+	listA = "192.0.2.1\n192.0.2.2\n192.0.2.3\n"
+	listB = "192.0.2.1\n192.0.2.2\n192.0.2.4\n"
+	listC = "192.0.2.1\n192.0.2.2\n192.0.2.5\n"
+	wantA = "192.0.2.1 192.0.2.2 192.0.2.3 "
+	wantB = "192.0.2.1 192.0.2.2 192.0.2.4 "
+	wantC = "192.0.2.1 192.0.2.2 192.0.2.5 "
+)
+
+// logBuffer collects log output written by the Watch goroutine.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func mkdir(t *testing.T, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func symlink(t *testing.T, target, link string) {
+	t.Helper()
+	if err := os.Symlink(target, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// repoint atomically points link at target, as kubelet does with ..data
+// and as `ln -sfn` followed by a rename does.
+func repoint(t *testing.T, target, link string) {
+	t.Helper()
+	tmp := link + "_tmp"
+	symlink(t, target, tmp)
+	if err := os.Rename(tmp, link); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// writeInPlace overwrites a file without replacing it.
+func writeInPlace(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// setFuture gives a file a modification time an hour ahead, as cp -p or
+// rsync -t from a host whose clock is ahead do.
+func setFuture(t *testing.T, path string) {
+	t.Helper()
+	future := time.Now().Add(time.Hour)
+	if err := os.Chtimes(path, future, future); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// configMapUpdate does what kubelet's atomic writer does to a ConfigMap
+// volume: a new timestamped directory, ..data re-pointed at it by rename,
+// the old directory removed.
+func configMapUpdate(t *testing.T, dir, old, next, content string) {
+	t.Helper()
+	mkdir(t, filepath.Join(dir, next))
+	writeInPlace(t, filepath.Join(dir, next, "members"), content)
+	repoint(t, next, filepath.Join(dir, "..data"))
+	if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// waitFor waits until cond holds, waking on every list change, and fails
+// the test at the deadline.
+func waitFor(t *testing.T, s *Source, within time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.NewTimer(within)
+	defer deadline.Stop()
+	tick := time.NewTicker(5 * time.Millisecond)
+	defer tick.Stop()
+	for !cond() {
+		select {
+		case <-s.Changes():
+		case <-tick.C:
+		case <-deadline.C:
+			t.Fatalf("%s: not within %v (list %q, error %v)", what, within, current(s), s.Err())
+		}
+	}
+}
+
+// watched starts a source on path, reads it once and starts its watch.
+// No reconcile pass runs: only the watch can notice what the steps do.
+func watched(t *testing.T, path string) (*Source, *logBuffer) {
+	t.Helper()
+	logs := &logBuffer{}
+	s := New(fileConfig(path, 0), slog.New(slog.NewTextHandler(logs, nil)), nil)
+	s.refresh()
+	if current(s) != wantA {
+		t.Fatalf("initial list %q (error %v)", current(s), s.Err())
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	})
+	<-s.watching
+	return s, logs
+}
+
+type watchStep struct {
+	name string
+	do   func(t *testing.T, dir string)
+	// want is the list in force afterwards; wantErr, when set, is what
+	// the rejection must say instead (the list stays as it was).
+	want, wantErr string
+	within        time.Duration
+}
+
+func TestWatchSeesChanges(t *testing.T) {
+	tests := []struct {
+		name string
+		// setup lays out list A under dir and returns the members path.
+		setup func(t *testing.T, dir string) string
+		steps []watchStep
+		// logsOnce must each appear exactly once in the log at the end.
+		logsOnce []string
+	}{{
+		name: "ConfigMap volume ..data swap",
+		setup: func(t *testing.T, dir string) string {
+			mkdir(t, filepath.Join(dir, "..2026_11_21_a"))
+			writeInPlace(t, filepath.Join(dir, "..2026_11_21_a", "members"), listA)
+			symlink(t, "..2026_11_21_a", filepath.Join(dir, "..data"))
+			symlink(t, "..data/members", filepath.Join(dir, "members"))
+			return filepath.Join(dir, "members")
+		},
+		steps: []watchStep{
+			{name: "first update", want: wantB, within: time.Second, do: func(t *testing.T, dir string) {
+				configMapUpdate(t, dir, "..2026_11_21_a", "..2026_11_21_b", listB)
+			}},
+			{name: "second update", want: wantC, within: time.Second, do: func(t *testing.T, dir string) {
+				configMapUpdate(t, dir, "..2026_11_21_b", "..2026_11_21_c", listC)
+			}},
+			{name: "update to a bad list", wantErr: "must be an IPv4 or IPv6 address", within: time.Second, do: func(t *testing.T, dir string) {
+				configMapUpdate(t, dir, "..2026_11_21_c", "..2026_11_21_d", "badCM\n")
+			}},
+		},
+	}, {
+		name: "symlink chain into other directories, target edited there",
+		setup: func(t *testing.T, dir string) string {
+			mkdir(t, filepath.Join(dir, "etc"))
+			mkdir(t, filepath.Join(dir, "hop"))
+			mkdir(t, filepath.Join(dir, "data"))
+			writeInPlace(t, filepath.Join(dir, "data", "list"), listA)
+			symlink(t, filepath.Join(dir, "data", "list"), filepath.Join(dir, "hop", "link"))
+			symlink(t, "../hop/link", filepath.Join(dir, "etc", "members"))
+			return filepath.Join(dir, "etc", "members")
+		},
+		steps: []watchStep{
+			{name: "edited in place", want: wantB, within: time.Second, do: func(t *testing.T, dir string) {
+				writeInPlace(t, filepath.Join(dir, "data", "list"), listB)
+			}},
+			{name: "replaced by rename", want: wantC, within: time.Second, do: func(t *testing.T, dir string) {
+				write(t, filepath.Join(dir, "data", "list"), listC)
+			}},
+		},
+	}, {
+		name: "symlink re-pointed into another directory, then target edited there",
+		setup: func(t *testing.T, dir string) string {
+			mkdir(t, filepath.Join(dir, "old"))
+			writeInPlace(t, filepath.Join(dir, "old", "list"), listA)
+			symlink(t, filepath.Join(dir, "old", "list"), filepath.Join(dir, "members"))
+			return filepath.Join(dir, "members")
+		},
+		steps: []watchStep{
+			{name: "re-pointed", want: wantB, within: time.Second, do: func(t *testing.T, dir string) {
+				mkdir(t, filepath.Join(dir, "new"))
+				writeInPlace(t, filepath.Join(dir, "new", "list"), listB)
+				repoint(t, filepath.Join(dir, "new", "list"), filepath.Join(dir, "members"))
+			}},
+			{name: "new target edited", want: wantC, within: time.Second, do: func(t *testing.T, dir string) {
+				write(t, filepath.Join(dir, "new", "list"), listC)
+			}},
+		},
+	}, {
+		name: "modification time in the future",
+		setup: func(t *testing.T, dir string) string {
+			writeSettled(t, filepath.Join(dir, "members"), listA)
+			return filepath.Join(dir, "members")
+		},
+		steps: []watchStep{
+			{name: "replaced by a file dated an hour ahead", want: wantB, within: time.Second, do: func(t *testing.T, dir string) {
+				tmp := filepath.Join(dir, ".members.tmp")
+				writeInPlace(t, tmp, listB)
+				setFuture(t, tmp)
+				if err := os.Rename(tmp, filepath.Join(dir, "members")); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{name: "edited in place, dated ahead again", want: wantC, within: time.Second, do: func(t *testing.T, dir string) {
+				writeInPlace(t, filepath.Join(dir, "members"), listC)
+				setFuture(t, filepath.Join(dir, "members"))
+			}},
+		},
+	}, {
+		name: "directory removed and re-created at once",
+		setup: func(t *testing.T, dir string) string {
+			mkdir(t, filepath.Join(dir, "list"))
+			writeSettled(t, filepath.Join(dir, "list", "members"), listA)
+			return filepath.Join(dir, "list", "members")
+		},
+		steps: []watchStep{
+			{name: "rm -rf, mkdir, write", want: wantB, within: 2 * time.Second, do: func(t *testing.T, dir string) {
+				if err := os.RemoveAll(filepath.Join(dir, "list")); err != nil {
+					t.Fatal(err)
+				}
+				mkdir(t, filepath.Join(dir, "list"))
+				write(t, filepath.Join(dir, "list", "members"), listB)
+			}},
+			{name: "then edited", want: wantC, within: time.Second, do: func(t *testing.T, dir string) {
+				write(t, filepath.Join(dir, "list", "members"), listC)
+			}},
+		},
+	}, {
+		name: "directory removed, re-created later",
+		setup: func(t *testing.T, dir string) string {
+			mkdir(t, filepath.Join(dir, "list"))
+			writeSettled(t, filepath.Join(dir, "list", "members"), listA)
+			return filepath.Join(dir, "list", "members")
+		},
+		steps: []watchStep{
+			{name: "rm -rf", wantErr: "cannot be read", within: time.Second, do: func(t *testing.T, dir string) {
+				if err := os.RemoveAll(filepath.Join(dir, "list")); err != nil {
+					t.Fatal(err)
+				}
+			}},
+			{name: "mkdir, write", want: wantB, within: 2 * time.Second, do: func(t *testing.T, dir string) {
+				mkdir(t, filepath.Join(dir, "list"))
+				write(t, filepath.Join(dir, "list", "members"), listB)
+			}},
+			{name: "then edited", want: wantC, within: time.Second, do: func(t *testing.T, dir string) {
+				write(t, filepath.Join(dir, "list", "members"), listC)
+			}},
+		},
+		logsOnce: []string{"members file watch lost", "members file watch restored"},
+	}}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s, logs := watched(t, tt.setup(t, dir))
+			for _, step := range tt.steps {
+				step.do(t, dir)
+				if step.wantErr != "" {
+					waitFor(t, s, step.within, step.name, func() bool {
+						err := s.Err()
+						return err != nil && strings.Contains(err.Error(), step.wantErr)
+					})
+					continue
+				}
+				waitFor(t, s, step.within, step.name, func() bool { return current(s) == step.want && s.Err() == nil })
+			}
+			for _, line := range tt.logsOnce {
+				if n := strings.Count(logs.String(), line); n != 1 {
+					t.Errorf("%q logged %d times, want once; log:\n%s", line, n, logs.String())
+				}
+			}
+		})
+	}
+}
+
+// Steady writes to other files in the watched directory must not hold
+// off the read of the members file (the debounce has an upper bound).
+func TestWatchSeesChangesInABusyDirectory(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "members")
+	writeSettled(t, path, listA)
+	s, _ := watched(t, path)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	busy := make(chan struct{})
+	go func() {
+		defer close(busy)
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+				_ = os.WriteFile(filepath.Join(dir, "state.json"), []byte(time.Now().String()), 0o600)
+			}
+		}
+	}()
+	defer func() { cancel(); <-busy }()
+
+	write(t, path, listB)
+	waitFor(t, s, time.Second, "change in a busy directory", func() bool { return current(s) == wantB })
+}
+
+// A reconcile pass reads a file dated in the future at once: only a
+// modification within the last moments holds a pass's read off.
+func TestRefreshReadsAFileDatedInTheFuture(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "members")
+	write(t, path, listA)
+	setFuture(t, path)
+	s := New(fileConfig(path, 0), slog.New(slog.NewTextHandler(&logBuffer{}, nil)), nil)
+	if !s.Refresh() || current(s) != wantA {
+		t.Errorf("a file dated an hour ahead was not read: %q (error %v)", current(s), s.Err())
+	}
+}
+
+func TestResolve(t *testing.T) {
+	// resolve returns real paths; the temporary directory may not be one.
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	mkdir(t, filepath.Join(dir, "cm", "..ts1"))
+	writeInPlace(t, filepath.Join(dir, "cm", "..ts1", "members"), listA)
+	symlink(t, "..ts1", filepath.Join(dir, "cm", "..data"))
+	symlink(t, "..data/members", filepath.Join(dir, "cm", "members"))
+	mkdir(t, filepath.Join(dir, "a", "b"))
+	symlink(t, "b/../../cm/members", filepath.Join(dir, "a", "up"))
+	symlink(t, "loop2", filepath.Join(dir, "a", "loop1"))
+	symlink(t, "loop1", filepath.Join(dir, "a", "loop2"))
+	writeInPlace(t, filepath.Join(dir, "a", "file"), listA)
+
+	tests := []struct {
+		name    string
+		path    string
+		want    []string // relative to dir
+		wantErr string
+	}{
+		{"plain file", "a/file", []string{"a"}, ""},
+		{"missing file", "a/none", []string{"a"}, ""},
+		{"ConfigMap layout", "cm/members", []string{"cm", "cm/..ts1"}, ""},
+		{"dot-dot after a symlink", "a/up", []string{"a", "cm", "cm/..ts1"}, ""},
+		{"missing directory", "gone/deeper/members", []string{"."}, "no such file or directory"},
+		{"file used as a directory", "a/file/members", []string{"a"}, "is not a directory"},
+		{"symlink loop", "a/loop1", []string{"a"}, "too many levels of symbolic links"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := resolve(filepath.Join(dir, tt.path))
+			var want []string
+			for _, d := range tt.want {
+				want = append(want, filepath.Join(dir, d))
+			}
+			if !slices.Equal(r.dirs, want) {
+				t.Errorf("dirs %v, want %v", r.dirs, want)
+			}
+			if (r.err == nil) != (tt.wantErr == "") || (r.err != nil && !strings.Contains(r.err.Error(), tt.wantErr)) {
+				t.Errorf("error %v, want %q", r.err, tt.wantErr)
+			}
+		})
+	}
+}

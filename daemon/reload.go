@@ -1,0 +1,88 @@
+package daemon
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+
+	"github.com/etcdlet/etcdlet/config"
+)
+
+// reloadable are the configuration paths a SIGHUP applies at once; any
+// other change needs a restart (listeners, data dir and the running
+// member's flags cannot change under a running member).
+var reloadable = []string{"members", "cluster.replicas"}
+
+// applyReload applies a reloaded configuration whose changes are all
+// reloadable, and refuses it (naming every other changed field) otherwise.
+func (a *Agent) applyReload(cfg *config.Config) error {
+	if fields := immutableChanges(a.cfg, cfg); len(fields) > 0 {
+		err := fmt.Errorf("reload refused: %s changed; these need a restart of etcdlet (the running configuration stays in force)", strings.Join(fields, ", "))
+		a.log.Error("configuration reload refused", "error", err)
+		return err
+	}
+	a.cfg.Members, a.cfg.Cluster.Replicas = cfg.Members, cfg.Cluster.Replicas
+	a.source.SetConfig(cfg)
+	a.log.Info("configuration reloaded")
+	return nil
+}
+
+// immutableChanges names, by their YAML paths (etcd.clientPort), the
+// fields that differ and cannot change while the agent runs.
+func immutableChanges(old, next *config.Config) []string {
+	var out []string
+	for _, path := range changedFields("", reflect.ValueOf(*old), reflect.ValueOf(*next)) {
+		if !isReloadable(path) {
+			out = append(out, path)
+		}
+	}
+	return out
+}
+
+func isReloadable(path string) bool {
+	for _, r := range reloadable {
+		if path == r || strings.HasPrefix(path, r+".") {
+			return true
+		}
+	}
+	return false
+}
+
+// changedFields walks two values of one type and returns the paths of the
+// leaves that differ, named by the yaml tags. Slices and maps are leaves:
+// a changed list is reported once, by its own path.
+func changedFields(prefix string, a, b reflect.Value) []string {
+	switch a.Kind() {
+	case reflect.Pointer:
+		if a.IsNil() || b.IsNil() {
+			if a.IsNil() != b.IsNil() {
+				return []string{prefix}
+			}
+			return nil
+		}
+		return changedFields(prefix, a.Elem(), b.Elem())
+	case reflect.Struct:
+		var out []string
+		for i := range a.NumField() {
+			f := a.Type().Field(i)
+			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+			if !f.IsExported() || name == "-" {
+				continue
+			}
+			if name == "" {
+				name = f.Name
+			}
+			path := name
+			if prefix != "" {
+				path = prefix + "." + name
+			}
+			out = append(out, changedFields(path, a.Field(i), b.Field(i))...)
+		}
+		return out
+	default:
+		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
+			return []string{prefix}
+		}
+		return nil
+	}
+}
