@@ -221,7 +221,12 @@ func (a *Agent) pass(ctx context.Context) time.Duration {
 	a.source.Refresh()
 	addrs, ok := a.source.Current()
 	if !ok {
-		a.logOnce("list", fmt.Sprint(a.source.Err()), slog.LevelWarn, "waiting for a valid member list", "error", a.source.Err())
+		if err := a.source.Err(); err != nil {
+			a.logOnce("list", err.Error(), slog.LevelWarn, "waiting for a valid member list", "error", err)
+		} else {
+			// Not read yet: the file was being written; the next pass reads it.
+			a.logOnce("list", "", slog.LevelDebug, "waiting for the members file to settle before the first read")
+		}
 		return a.settle()
 	}
 	a.rememberList(addrs)
