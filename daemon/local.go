@@ -71,6 +71,8 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 		// member stopping because it was removed is no crash: moving its
 		// data aside resets the backoff.
 		if wait := time.Until(a.restartAfter); wait > 0 {
+			a.logOnce("backoff", a.restartAfter.String(), slog.LevelInfo, "delaying the start of the local member after failures",
+				"decision", string(d.Kind), "retryIn", wait.Round(time.Millisecond).String())
 			return wait
 		}
 		spec, _ := SpecFor(a.cfg, a.self, d, a.state)
@@ -183,7 +185,10 @@ func (a *Agent) moveAside(memberID uint64, reason string) time.Duration {
 			From: a.cfg.Etcd.DataDir, To: to, Reason: reason})
 	}
 	a.state.MemberID, a.state.InitialCluster, a.state.InitialClusterState = "", "", ""
+	// A fresh start: the member's exits so far (its stop on removal among
+	// them) are no crash loop and must not delay the rejoin.
 	a.exits, a.restartAfter, a.settling = 0, time.Time{}, 0
+	a.seenExits = a.runtime.Status().Exits
 	a.saveState()
 	return 100 * time.Millisecond
 }

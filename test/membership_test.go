@@ -102,6 +102,14 @@ func TestAddThenRemoveLeader(t *testing.T) {
 	if !c.Agent(leader).Running() {
 		t.Error("the removed node's agent exited; it should stay up, idle")
 	}
+
+	// Listed again, the removed node rejoins at once: its member's stop on
+	// removal is no crash, so no crash-loop delay holds the join back.
+	c.WriteMembers(seq(1, 4)...)
+	c.Wait(cli, convergeTimeout, seq(1, 4)...)
+	if n := c.Agent(leader).CountLog("delaying the start of the local member after failures", nil); n != 0 {
+		t.Errorf("the rejoin of a removed member was delayed by the crash-loop backoff (%d times)", n)
+	}
 }
 
 // Swapping one address for another: the new member votes before the old
