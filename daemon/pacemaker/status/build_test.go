@@ -173,6 +173,23 @@ func TestBuildAggregation(t *testing.T) {
 			},
 		},
 		{
+			// crm_mon reports a blocked resource as unmanaged: say why.
+			name: "etcd blocked and banned",
+			mutate: func(c *model.Cluster) {
+				e := &c.Nodes[1].Etcd
+				e.Managed, e.Blocked, e.Banned = no, yes, "cli-ban-etcd-on-master-1"
+			},
+			check: func(t *testing.T, s *Status) {
+				r := s.Nodes[1].Resources[1].Conditions
+				if c := cond(t, r, "Managed"); c.Status != metav1.ConditionFalse || strings.Contains(c.Message, "is-managed") || !strings.Contains(c.Message, "blocked") {
+					t.Errorf("Managed = %v", c)
+				}
+				if c := cond(t, r, "Schedulable"); !strings.Contains(c.Message, "cli-ban-etcd-on-master-1") || !strings.Contains(c.Message, "is blocked") {
+					t.Errorf("Schedulable = %v, want the ban and the block", c)
+				}
+			},
+		},
+		{
 			// A pending promote or demote runs throughout.
 			name:   "etcd being promoted",
 			mutate: func(c *model.Cluster) { c.Nodes[1].Etcd.Role = "Promoting" },

@@ -134,14 +134,24 @@ func unmanagedMessage(r *model.Resource, subject string) string {
 	if r.Maintenance != "" {
 		return subject + " is not managed by pacemaker: " + r.Maintenance
 	}
+	if r.Blocked.IsTrue() {
+		// crm_mon reports a blocked resource (a failed stop with
+		// on-fail=block, say) as unmanaged too; is-managed is not the cause.
+		return subject + " is not managed by pacemaker: it is blocked after a failure pacemaker cannot recover from"
+	}
 	return subject + " is not managed by pacemaker (is-managed=false)"
 }
 
 func unschedulableMessage(r *model.Resource, node *model.Node, subject string) string {
+	blocked := subject + " is blocked: pacemaker can neither start, stop nor recover it"
 	if r.Banned != "" && node != nil {
-		return fmt.Sprintf("%s is banned from %s by location constraint %s", subject, node.Name, r.Banned)
+		banned := fmt.Sprintf("%s is banned from %s by location constraint %s", subject, node.Name, r.Banned)
+		if r.Blocked.IsTrue() {
+			return banned + "; " + blocked
+		}
+		return banned
 	}
-	return subject + " is blocked: pacemaker can neither start, stop nor recover it"
+	return blocked
 }
 
 func roleOrStopped(r *model.Resource) string {
