@@ -190,6 +190,32 @@ func TestBuildAggregation(t *testing.T) {
 			},
 		},
 		{
+			// With no-quorum-policy=ignore lost quorum stops nothing, so it
+			// is not named as the reason etcd is stopped.
+			name: "no quorum, policy ignore",
+			mutate: func(c *model.Cluster) {
+				c.WithQuorum, c.NoQuorumPolicy = no, "ignore"
+				c.Nodes[1].Etcd.Placement, c.Nodes[1].Etcd.Role = model.Stopped, crmmon.RoleStopped
+			},
+			check: func(t *testing.T, s *Status) {
+				if c := cond(t, s.Nodes[1].Resources[1].Conditions, "Started"); c.Status != metav1.ConditionFalse || strings.Contains(c.Message, "quorum") {
+					t.Errorf("Started = %v", c)
+				}
+			},
+		},
+		{
+			name: "no quorum, policy stop",
+			mutate: func(c *model.Cluster) {
+				c.WithQuorum, c.NoQuorumPolicy = no, "stop"
+				c.Nodes[1].Etcd.Placement, c.Nodes[1].Etcd.Role = model.Stopped, crmmon.RoleStopped
+			},
+			check: func(t *testing.T, s *Status) {
+				if c := cond(t, s.Nodes[1].Resources[1].Conditions, "Started"); !strings.Contains(c.Message, "no-quorum-policy is stop") {
+					t.Errorf("Started = %v", c)
+				}
+			},
+		},
+		{
 			// A pending promote or demote runs throughout.
 			name:   "etcd being promoted",
 			mutate: func(c *model.Cluster) { c.Nodes[1].Etcd.Role = "Promoting" },

@@ -199,7 +199,8 @@ func whyNotRunning(c *model.Cluster, r *model.Resource, node *model.Node, select
 			why = append(why, "node is in standby")
 		}
 	}
-	if c.WithQuorum.IsFalse() {
+	// With no-quorum-policy=ignore, lost quorum stops nothing: not a cause.
+	if c.WithQuorum.IsFalse() && !strings.EqualFold(c.NoQuorumPolicy, "ignore") {
 		why = append(why, "the partition has no quorum and no-quorum-policy is "+c.NoQuorumPolicy)
 	}
 	if r.Disabled != "" {
