@@ -15,6 +15,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"regexp"
 	"strconv"
 	"strings"
 )
@@ -42,7 +43,10 @@ type FencingLevel struct {
 	Index         int
 	Target        string
 	TargetPattern string
-	Devices       []string
+	// Pattern is TargetPattern compiled; nil when it is not a valid
+	// regular expression (such a level matches no node).
+	Pattern *regexp.Regexp
+	Devices []string
 }
 
 // Primitive is a <primitive> with its instance attributes.
@@ -209,10 +213,15 @@ func convert(raw *rawConfiguration) *Config {
 	}
 	for _, l := range raw.Levels {
 		index, _ := strconv.Atoi(strings.TrimSpace(l.Index)) // required by the schema; 0 sorts a broken one first
+		var pattern *regexp.Regexp
+		if l.TargetPattern != "" {
+			pattern, _ = regexp.Compile(l.TargetPattern)
+		}
 		c.FencingLevels = append(c.FencingLevels, FencingLevel{
 			Index:         index,
 			Target:        l.Target,
 			TargetPattern: l.TargetPattern,
+			Pattern:       pattern,
 			Devices:       strings.FieldsFunc(l.Devices, func(r rune) bool { return r == ',' }),
 		})
 	}

@@ -119,17 +119,23 @@ func (w *warner) warnf(format string, args ...any) {
 // their negations, any case). Absent is Unknown; unparsable is Unknown with
 // a warning.
 func (w *warner) boolean(where, attr, v string) Bool {
+	b := ParseBool(v)
+	if b == Unknown && strings.TrimSpace(v) != "" {
+		w.warnf("%s: %s=%q is not a boolean", where, attr, v)
+	}
+	return b
+}
+
+// ParseBool parses a pacemaker boolean as crm_is_true does (true/yes/on/
+// y/1 and their negations, any case); anything else is Unknown.
+func ParseBool(v string) Bool {
 	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "":
-		return Unknown
 	case "true", "yes", "on", "y", "1":
 		return True
 	case "false", "no", "off", "n", "0":
 		return False
-	default:
-		w.warnf("%s: %s=%q is not a boolean", where, attr, v)
-		return Unknown
 	}
+	return Unknown
 }
 
 // integer parses an integer attribute; absent or unparsable gives def.

@@ -154,18 +154,9 @@ func usable(raw []string) (addrs []netip.Addr, rejected []string) {
 			rejected = append(rejected, fmt.Sprintf("%q is not a global unicast address", s))
 		case len(addrs) == MaxAddresses:
 			rejected = append(rejected, fmt.Sprintf("%q exceeds the limit of %d addresses", s, MaxAddresses))
-		case !containsAddr(addrs, a):
+		case !slices.Contains(addrs, a):
 			addrs = append(addrs, a)
 		}
 	}
 	return addrs, rejected
-}
-
-func containsAddr(addrs []netip.Addr, a netip.Addr) bool {
-	for _, b := range addrs {
-		if a == b {
-			return true
-		}
-	}
-	return false
 }

@@ -146,22 +146,12 @@ func (ix *index) hosts(p *crmmon.Primitive) []string {
 
 func (ix *index) configuredStandby(node string) Bool {
 	if v, ok := ix.in.Doc.NodeAttributes[node]["standby"]; ok {
-		return parseBool(v)
+		return crmmon.ParseBool(v)
 	}
 	if ix.in.CIB != nil {
 		if v, ok := ix.in.CIB.NodeAttributes[node]["standby"]; ok {
-			return parseBool(v)
+			return crmmon.ParseBool(v)
 		}
-	}
-	return crmmon.Unknown
-}
-
-func parseBool(v string) Bool {
-	switch strings.ToLower(strings.TrimSpace(v)) {
-	case "true", "yes", "on", "y", "1":
-		return crmmon.True
-	case "false", "no", "off", "n", "0":
-		return crmmon.False
 	}
 	return crmmon.Unknown
 }
@@ -315,7 +305,7 @@ func (ix *index) maintenance(p *crmmon.Primitive, node string) string {
 	// crm_mon before 2.1.6 does not print the attribute; the CIB has it.
 	if ix.in.CIB != nil {
 		for _, id := range ids {
-			if parseBool(ix.in.CIB.Meta[id]["maintenance"]).IsTrue() {
+			if crmmon.ParseBool(ix.in.CIB.Meta[id]["maintenance"]).IsTrue() {
 				return "resource " + id + " has meta attribute maintenance=true"
 			}
 		}

@@ -1,7 +1,6 @@
 package model
 
 import (
-	"regexp"
 	"slices"
 	"strings"
 
@@ -89,11 +88,7 @@ func levelTargets(l cib.FencingLevel, node string) bool {
 	if l.Target != "" {
 		return strings.EqualFold(l.Target, node)
 	}
-	if l.TargetPattern != "" {
-		re, err := regexp.Compile(l.TargetPattern)
-		return err == nil && re.MatchString(node)
-	}
-	return false
+	return l.Pattern != nil && l.Pattern.MatchString(node)
 }
 
 func (ix *index) device(id string, instances []*crmmon.Primitive) Device {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"maps"
 	"net/netip"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -209,7 +210,7 @@ func TestFencingTargetsAndMethods(t *testing.T) {
 			"rack":       {Params: map[string]string{"pcmk_host_map": "a=1;b:2,unknown:3"}},
 			"sbd":        {Params: map[string]string{"pcmk_host_list": "a b"}},
 		},
-		FencingLevels: []cib.FencingLevel{{TargetPattern: "^[ab]$", Devices: []string{"pattern-dev"}}},
+		FencingLevels: []cib.FencingLevel{{TargetPattern: "^[ab]$", Pattern: regexp.MustCompile("^[ab]$"), Devices: []string{"pattern-dev"}}},
 	}
 	c := Build(Input{Doc: doc(t, devices, ""), CIB: cfg}, tnf)
 	got := map[string][]string{}
@@ -266,7 +267,7 @@ func TestFencingLevelsPerNode(t *testing.T) {
 		Primitives: map[string]cib.Primitive{},
 		FencingLevels: []cib.FencingLevel{
 			{Index: 2, Target: "A", Devices: []string{"pdu-a", "pdu-b"}},
-			{Index: 1, TargetPattern: "^a$", Devices: []string{"bmc-a"}},
+			{Index: 1, TargetPattern: "^a$", Pattern: regexp.MustCompile("^a$"), Devices: []string{"bmc-a"}},
 			{Index: 1, Target: "b", Devices: []string{"pdu-b"}},
 		},
 	}

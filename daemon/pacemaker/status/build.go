@@ -75,6 +75,7 @@ func Build(c *model.Cluster, expectedNodes int, prev *Status, now time.Time) *St
 // reported in NodeCountAsExpected.
 func selectNodes(c *model.Cluster) (listed []Node, omitted []string) {
 	nodes := c.Nodes
+	devices := judgeDevices(c)
 	listed = make([]Node, 0, len(nodes))
 	seen := map[string]bool{}
 	for i := range nodes {
@@ -96,7 +97,7 @@ func selectNodes(c *model.Cluster) (listed []Node, omitted []string) {
 			omitted = append(omitted, fmt.Sprintf("%s (no valid address: %s)", n.Name, strings.Join(n.AddressProblems, "; ")))
 			continue
 		}
-		out := buildNode(c, n, name)
+		out := buildNode(c, devices, n, name)
 		switch {
 		case len(out.FencingAgents) == 0:
 			// The API requires the list and cannot carry it empty (see

@@ -3,6 +3,7 @@ package status
 import (
 	"fmt"
 	"regexp"
+	"slices"
 	"strings"
 
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/crmmon"
@@ -16,7 +17,7 @@ var agentNamePattern = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
 
 const maxAgentName = 300
 
-func buildNode(c *model.Cluster, n *model.Node, name string) Node {
+func buildNode(c *model.Cluster, devices judgedDevices, n *model.Node, name string) Node {
 	out := Node{Name: name}
 	for _, a := range n.Addresses {
 		out.Addresses = append(out.Addresses, a.String())
@@ -25,7 +26,7 @@ func buildNode(c *model.Cluster, n *model.Node, name string) Node {
 	etcd := Resource{Name: string(etcdv1.PacemakerClusterResourceNameEtcd), Conditions: resourceConditions(c, &n.Etcd, n, "etcd", c.EtcdSelector)}
 	out.Resources = []Resource{kubelet, etcd}
 
-	fencingAvailable, fencingHealthy, agents := fencing(c, n)
+	fencingAvailable, fencingHealthy, agents := fencing(c, devices, n)
 	out.FencingAgents = agents
 
 	parts := []metav1.Condition{
@@ -137,14 +138,11 @@ func fenceMessage(e *crmmon.FenceEvent) string {
 // stops pacemaker from managing a device, not the device from fencing, and
 // reporting it as a fencing failure would raise a false alarm (the existing
 // collector's "fencing at risk" during cluster maintenance).
-func fencing(c *model.Cluster, n *model.Node) (available, healthy metav1.Condition, listed []FencingAgent) {
+func fencing(c *model.Cluster, devices judgedDevices, n *model.Node) (available, healthy metav1.Condition, listed []FencingAgent) {
 	var working, broken, unlisted []string
-	judged := map[string]deviceVerdict{}
 	for i := range n.Devices {
 		d := &n.Devices[i]
-		conds := resourceConditions(c, &d.Resource, nil, d.ID, "")
-		v := judge(d, conds)
-		judged[d.ID] = v
+		v := devices[d.ID]
 		if v.works {
 			working = append(working, v.label)
 		} else {
@@ -158,7 +156,8 @@ func fencing(c *model.Cluster, n *model.Node) (available, healthy metav1.Conditi
 		case len(listed) == maxFencingAgents:
 			unlisted = append(unlisted, d.ID+fmt.Sprintf(" (the API lists at most %d agents)", maxFencingAgents))
 		default:
-			listed = append(listed, FencingAgent{Name: d.ID, Method: d.Method, Conditions: conds})
+			// A copy: lastTransitionTime is carried over per node.
+			listed = append(listed, FencingAgent{Name: d.ID, Method: d.Method, Conditions: slices.Clone(v.conds)})
 		}
 	}
 	if listed == nil {
@@ -179,7 +178,7 @@ func fencing(c *model.Cluster, n *model.Node) (available, healthy metav1.Conditi
 		if c.StonithEnabled.IsFalse() {
 			available.Message = "cluster property stonith-enabled is false: pacemaker will not fence this node"
 		} else if len(n.FencingLevels) > 0 {
-			if by, why := throughLevels(c, n, judged); by != "" {
+			if by, why := throughLevels(devices, n); by != "" {
 				available.Status, available.Reason = metav1.ConditionTrue, etcdv1.NodeFencingAvailableReasonAvailable
 				available.Message = "can be fenced by " + by
 			} else {
@@ -208,19 +207,41 @@ func fencing(c *model.Cluster, n *model.Node) (available, healthy metav1.Conditi
 	return available, healthy, listed
 }
 
-// deviceVerdict is whether a fencing device can fence, for messages.
+// deviceVerdict is a fencing device's conditions and whether it can fence.
 type deviceVerdict struct {
+	conds []metav1.Condition
 	works bool
 	label string // id (method)
 	why   string // when it does not work
 }
 
-func judge(d *model.Device, conds []metav1.Condition) deviceVerdict {
-	label := d.ID
-	if d.Method != "" {
-		label += " (" + d.Method + ")"
+// judgedDevices are the verdicts on every fencing device of the cluster,
+// by id. A device's conditions do not depend on the node it is listed
+// under, so each is judged once per build.
+type judgedDevices map[string]deviceVerdict
+
+func judgeDevices(c *model.Cluster) judgedDevices {
+	out := judgedDevices{}
+	judge := func(d *model.Device) {
+		if _, done := out[d.ID]; done {
+			return
+		}
+		conds := resourceConditions(c, &d.Resource, nil, d.ID, "")
+		label := d.ID
+		if d.Method != "" {
+			label += " (" + d.Method + ")"
+		}
+		out[d.ID] = deviceVerdict{conds: conds, works: fencingWorks(&d.Resource, conds), label: label, why: conds[0].Message}
 	}
-	return deviceVerdict{works: fencingWorks(&d.Resource, conds), label: label, why: conds[0].Message}
+	for i := range c.Nodes {
+		for j := range c.Nodes[i].Devices {
+			judge(&c.Nodes[i].Devices[j])
+		}
+	}
+	for i := range c.UntargetedDevices {
+		judge(&c.UntargetedDevices[i])
+	}
+	return out
 }
 
 // throughLevels applies a node's fencing topology: pacemaker tries the
@@ -230,25 +251,12 @@ func judge(d *model.Device, conds []metav1.Condition) deviceVerdict {
 // help. It returns the first working level, or why none works. A level's
 // device need not target the node by host list, so devices are looked up
 // cluster-wide.
-func throughLevels(c *model.Cluster, n *model.Node, judged map[string]deviceVerdict) (by, why string) {
-	lookup := func(id string) (deviceVerdict, bool) {
-		if v, ok := judged[id]; ok {
-			return v, true
-		}
-		for _, d := range allDevices(c) {
-			if d.ID == id {
-				v := judge(d, resourceConditions(c, &d.Resource, nil, d.ID, ""))
-				judged[id] = v
-				return v, true
-			}
-		}
-		return deviceVerdict{}, false
-	}
+func throughLevels(devices judgedDevices, n *model.Node) (by, why string) {
 	var failed []string
 	for _, l := range n.FencingLevels {
 		var labels, problems []string
 		for _, id := range l.Devices {
-			v, ok := lookup(id)
+			v, ok := devices[id]
 			switch {
 			case !ok:
 				problems = append(problems, id+" is not a configured fencing device")
@@ -267,20 +275,6 @@ func throughLevels(c *model.Cluster, n *model.Node, judged map[string]deviceVerd
 		failed = append(failed, fmt.Sprintf("level %d: %s", l.Index, strings.Join(problems, ", ")))
 	}
 	return "", "no fencing level can succeed (a level needs every one of its devices): " + strings.Join(failed, "; ")
-}
-
-// allDevices is every fencing device known, targeted or not.
-func allDevices(c *model.Cluster) []*model.Device {
-	var out []*model.Device
-	for i := range c.Nodes {
-		for j := range c.Nodes[i].Devices {
-			out = append(out, &c.Nodes[i].Devices[j])
-		}
-	}
-	for i := range c.UntargetedDevices {
-		out = append(out, &c.UntargetedDevices[i])
-	}
-	return out
 }
 
 func fencingWorks(d *model.Resource, conds []metav1.Condition) bool {

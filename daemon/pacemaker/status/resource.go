@@ -42,6 +42,7 @@ func resourceConditions(c *model.Cluster, r *model.Resource, node *model.Node, f
 		}
 	}
 
+	here, why := where(r, node), whyNotRunning(c, r, node, missingMsg)
 	parts := []metav1.Condition{
 		condition(etcdv1.ResourceInServiceConditionType, crmmon.Of(r.Maintenance == ""),
 			etcdv1.ResourceInServiceReasonInService, etcdv1.ResourceInServiceReasonInMaintenance,
@@ -55,10 +56,10 @@ func resourceConditions(c *model.Cluster, r *model.Resource, node *model.Node, f
 		operationalCondition(r, node, subject),
 		condition(etcdv1.ResourceActiveConditionType, crmmon.Of(r.Placement == model.Here && r.Active.IsTrue()),
 			etcdv1.ResourceActiveReasonActive, etcdv1.ResourceActiveReasonInactive,
-			subject+" is active"+where(r, node), subject+" is not active"+whyNotRunning(c, r, node, selector)),
+			subject+" is active"+here, subject+" is not active"+why),
 		condition(etcdv1.ResourceStartedConditionType, crmmon.Of(r.Placement == model.Here && slices.Contains(startedRoles, r.Role)),
 			etcdv1.ResourceStartedReasonStarted, etcdv1.ResourceStartedReasonStopped,
-			subject+" is "+r.Role+where(r, node), subject+" is "+roleOrStopped(r)+whyNotRunning(c, r, node, selector)),
+			subject+" is "+r.Role+here, subject+" is "+roleOrStopped(r)+why),
 		condition(etcdv1.ResourceSchedulableConditionType, schedulable,
 			etcdv1.ResourceSchedulableReasonSchedulable, etcdv1.ResourceSchedulableReasonUnschedulable,
 			subject+" can be scheduled", unschedulableMessage(r, node, subject)),
@@ -175,11 +176,11 @@ func where(r *model.Resource, node *model.Node) string {
 
 // whyNotRunning explains a resource that is not running, most specific
 // cause first.
-func whyNotRunning(c *model.Cluster, r *model.Resource, node *model.Node, selector string) string {
+func whyNotRunning(c *model.Cluster, r *model.Resource, node *model.Node, missingMsg string) string {
 	var why []string
 	switch r.Placement {
 	case model.Missing:
-		return ": " + "no pacemaker resource matches " + selector
+		return ": " + missingMsg
 	case model.Elsewhere:
 		why = append(why, "it runs on "+strings.Join(r.RunsOn, ", ")+" only")
 	case model.Here:
