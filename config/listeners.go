@@ -58,16 +58,11 @@ func (c *Config) listeners() []listener {
 	if validPort(c.Etcd.ClientPort) {
 		var addrs []netip.Addr
 		for _, m := range members {
-			switch {
-			case !m.IsValid(): // not known: assume it is not a loopback address
+			if !m.IsValid() { // not known: assume it is not a loopback address
 				addrs = append(addrs, m, netip.AddrFrom4([4]byte{127, 0, 0, 1}), netip.IPv6Loopback())
-			case m.IsLoopback():
-				addrs = append(addrs, m)
-			case m.Is4():
-				addrs = append(addrs, m, netip.AddrFrom4([4]byte{127, 0, 0, 1}))
-			default:
-				addrs = append(addrs, m, netip.IPv6Loopback())
+				continue
 			}
+			addrs = append(addrs, ClientListenAddrs(m)...)
 		}
 		ls = append(ls, listener{"etcd.clientPort", c.Etcd.ClientPort, "the etcd client listener", addrs, c.Etcd.ClientPort})
 	}
@@ -143,4 +138,19 @@ func endpoint(addr netip.Addr, port int) string {
 		return "<member IP>:" + strconv.Itoa(port)
 	}
 	return net.JoinHostPort(addr.String(), strconv.Itoa(port))
+}
+
+// ClientListenAddrs are the addresses etcd's client listener binds for a
+// member IP: the IP and, unless it is itself a loopback address (the demo
+// and the tests run several members on 127.0.0.x), the loopback address of
+// its family, so local clients reach the member on localhost.
+func ClientListenAddrs(member netip.Addr) []netip.Addr {
+	switch {
+	case member.IsLoopback():
+		return []netip.Addr{member}
+	case member.Is4():
+		return []netip.Addr{member, netip.AddrFrom4([4]byte{127, 0, 0, 1})}
+	default:
+		return []netip.Addr{member, netip.IPv6Loopback()}
+	}
 }

@@ -199,17 +199,24 @@ func articled(kind string) string {
 func yamlFields(t reflect.Type) map[string]reflect.Type {
 	fields := map[string]reflect.Type{}
 	for i := range t.NumField() {
-		f := t.Field(i)
-		name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-		if name == "-" || !f.IsExported() {
-			continue
+		if name, ok := yamlName(t.Field(i)); ok {
+			fields[name] = t.Field(i).Type
 		}
-		if name == "" {
-			name = strings.ToLower(f.Name)
-		}
-		fields[name] = f.Type
 	}
 	return fields
+}
+
+// yamlName is the key a struct field has in the file, and false for a
+// field the file cannot set.
+func yamlName(f reflect.StructField) (string, bool) {
+	name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
+	if name == "-" || !f.IsExported() {
+		return "", false
+	}
+	if name == "" {
+		name = strings.ToLower(f.Name)
+	}
+	return name, true
 }
 
 func join(path, key string) string {

@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"time"
 
@@ -108,11 +107,11 @@ func (a *Agent) reconcileLocal(ctx context.Context, desired []identity.Member, v
 // apply hands the member's spec to the runtime. starting says the member
 // is (re)started now, which is worth a log line; Keep passes are silent.
 func (a *Agent) apply(ctx context.Context, spec runtime.Spec, starting bool) {
-	if err := os.MkdirAll(filepath.Dir(filepath.Clean(a.cfg.Etcd.DataDir)), 0o700); err != nil {
-		a.log.Error("create data dir parent", "error", err)
-		return
-	}
 	if starting {
+		if err := os.MkdirAll(filepath.Dir(filepath.Clean(a.cfg.Etcd.DataDir)), 0o700); err != nil {
+			a.log.Error("create data dir parent", "error", err)
+			return
+		}
 		a.log.Info("starting local member", "member", spec.Name, "peerURL", spec.AdvertisePeerURL,
 			"initialClusterState", spec.InitialClusterState, "initialCluster", spec.InitialCluster)
 	}
@@ -149,12 +148,10 @@ func (a *Agent) localMemberID(rt runtime.Status, view membership.View) uint64 {
 	if !rt.Running {
 		return 0
 	}
-	for _, m := range view.Members {
-		if slices.Contains(m.PeerURLs, a.self.PeerURL) && m.Health.Reachable {
-			a.state.MemberID = membership.IDString(m.ID)
-			a.saveState()
-			return m.ID
-		}
+	if m, ok := view.Answering(a.self.PeerURL); ok {
+		a.state.MemberID = membership.IDString(m.ID)
+		a.saveState()
+		return m.ID
 	}
 	return 0
 }

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"fmt"
-	"reflect"
 	"strings"
 
 	"github.com/etcdlet/etcdlet/config"
@@ -31,7 +30,7 @@ func (a *Agent) applyReload(cfg *config.Config) error {
 // fields that differ and cannot change while the agent runs.
 func immutableChanges(old, next *config.Config) []string {
 	var out []string
-	for _, path := range changedFields("", reflect.ValueOf(*old), reflect.ValueOf(*next)) {
+	for _, path := range config.ChangedFields(old, next) {
 		if !isReloadable(path) {
 			out = append(out, path)
 		}
@@ -46,43 +45,4 @@ func isReloadable(path string) bool {
 		}
 	}
 	return false
-}
-
-// changedFields walks two values of one type and returns the paths of the
-// leaves that differ, named by the yaml tags. Slices and maps are leaves:
-// a changed list is reported once, by its own path.
-func changedFields(prefix string, a, b reflect.Value) []string {
-	switch a.Kind() {
-	case reflect.Pointer:
-		if a.IsNil() || b.IsNil() {
-			if a.IsNil() != b.IsNil() {
-				return []string{prefix}
-			}
-			return nil
-		}
-		return changedFields(prefix, a.Elem(), b.Elem())
-	case reflect.Struct:
-		var out []string
-		for i := range a.NumField() {
-			f := a.Type().Field(i)
-			name, _, _ := strings.Cut(f.Tag.Get("yaml"), ",")
-			if !f.IsExported() || name == "-" {
-				continue
-			}
-			if name == "" {
-				name = f.Name
-			}
-			path := name
-			if prefix != "" {
-				path = prefix + "." + name
-			}
-			out = append(out, changedFields(path, a.Field(i), b.Field(i))...)
-		}
-		return out
-	default:
-		if !reflect.DeepEqual(a.Interface(), b.Interface()) {
-			return []string{prefix}
-		}
-		return nil
-	}
 }

@@ -40,41 +40,43 @@ func SpecFor(cfg *config.Config, self identity.Member, d localmember.Decision, s
 	return runtime.BuildSpec(cfg, self, initial, clusterState), true
 }
 
-// Preview decides, read-only, what the local member would run with now:
+// Preview returns, read-only, the spec the local member would run with now:
 // it reads the state dir and the data dir and observes the cluster, as a
 // reconcile pass does, but changes nothing.
-func Preview(ctx context.Context, cfg *config.Config) (localmember.Decision, runtime.Spec, error) {
+func Preview(ctx context.Context, cfg *config.Config) (runtime.Spec, error) {
 	st, err := state.Store{Dir: cfg.Agent.StateDir}.Load()
 	if err != nil {
-		return localmember.Decision{}, runtime.Spec{}, err
+		return runtime.Spec{}, err
 	}
 	addrs, errs := cfg.DesiredMembers()
 	if len(errs) > 0 {
-		return localmember.Decision{}, runtime.Spec{}, fmt.Errorf("member list:\n%w", errs)
+		return runtime.Spec{}, fmt.Errorf("member list:\n%w", errs)
 	}
 	ip, _, err := NodeAddress(cfg, addrs, st)
 	if err != nil {
-		return localmember.Decision{}, runtime.Spec{}, err
+		return runtime.Spec{}, err
 	}
 	scheme := identity.SchemeFrom(cfg)
 	self, desired := scheme.For(ip), scheme.ForAll(addrs)
 	pool, err := etcdclient.NewPool(cfg.ClientTLS(), cfg.Agent.CallTimeout)
 	if err != nil {
-		return localmember.Decision{}, runtime.Spec{}, err
+		return runtime.Spec{}, err
 	}
 	defer pool.Close()
 	observer := &membership.Observer{Pool: pool, Timeout: cfg.Agent.CallTimeout, Scheme: scheme}
 	view := observer.Observe(ctx, membership.Endpoints(desired, nil, self.ClientURL))
 	hasData, err := datadir.HasWAL(cfg.Etcd.DataDir)
 	if err != nil {
-		return localmember.Decision{}, runtime.Spec{}, err
+		return runtime.Spec{}, err
 	}
-	running := slices.ContainsFunc(view.Members, func(m membership.Member) bool {
-		return m.Health.Reachable && slices.Contains(m.PeerURLs, self.PeerURL)
-	})
+	// A static pod runs while its manifest is in place; an embedded member
+	// runs if the cluster hears from it.
+	var running bool
 	if cfg.Etcd.Runtime == config.RuntimeStaticPod {
 		_, err := os.Stat(filepath.Join(cfg.StaticPod.ManifestDir, manifest.ManifestFile))
 		running = err == nil
+	} else {
+		_, running = view.Answering(self.PeerURL)
 	}
 	d := localmember.Decide(localmember.Inputs{
 		Cluster: cfg.Cluster.Name, Self: self, Desired: desired, InList: slices.Contains(addrs, ip),
@@ -83,7 +85,7 @@ func Preview(ctx context.Context, cfg *config.Config) (localmember.Decision, run
 	})
 	spec, ok := SpecFor(cfg, self, d, st)
 	if !ok {
-		return d, runtime.Spec{}, fmt.Errorf("no member runs on this node now: %s: %s", d.Kind, d.Reason)
+		return runtime.Spec{}, fmt.Errorf("no member runs on this node now: %s: %s", d.Kind, d.Reason)
 	}
-	return d, spec, nil
+	return spec, nil
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlet/etcdlet/daemon/status"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
@@ -45,11 +46,7 @@ func TestBootstrapThree(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	var report struct {
-		Reached bool
-		Members []struct{ Name, InList, Health string }
-		Plan    struct{ Waiting []string }
-	}
+	var report status.Report
 	if err := json.Unmarshal(out, &report); err != nil {
 		t.Fatal(err)
 	}

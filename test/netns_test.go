@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlet/etcdlet/daemon/status"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
@@ -126,10 +127,7 @@ func waitStatusInNetns(t *testing.T, ns string, c *harness.Cluster, n int, what 
 		if err != nil {
 			return fmt.Errorf("status: %v", err)
 		}
-		var report struct {
-			Converged bool
-			Members   []struct{ Name, IP, Role, Health, InList string }
-		}
+		var report status.Report
 		if err := json.Unmarshal(out, &report); err != nil {
 			return err
 		}

@@ -76,14 +76,14 @@ func TestAgentPollsPacemaker(t *testing.T) {
 		o.Extra = fmt.Sprintf("pacemaker:\n  enabled: true\n  interval: 1s\n  cibFile: %s\n", cib)
 	})
 	a := c.Agent(1)
-	failedAt := waitEtcdOperational(t, a, metav1.ConditionFalse)
+	failedAt, _ := waitEtcdOperational(t, a, metav1.ConditionFalse)
 	if v, err := a.Metric(`etcdlet_pacemaker_condition{node="master-1",resource="Etcd",type="Operational"}`); err != nil || v != 0 {
 		t.Errorf("metric for master-1's Etcd Operational = %v, %v; want 0", v, err)
 	}
 
 	copyFile(t, fixture(t, "healthy"), cib)
-	healthy := waitEtcdOperational(t, a, metav1.ConditionTrue)
-	pc := fetchPacemaker(t, a)
+	// The same object for both conditions: one poll's status.
+	healthy, pc := waitEtcdOperational(t, a, metav1.ConditionTrue)
 	if !healthy.LastTransitionTime.After(failedAt.LastTransitionTime.Time) {
 		t.Errorf("Operational changed status but kept lastTransitionTime %s", healthy.LastTransitionTime)
 	}
@@ -118,15 +118,20 @@ func TestAgentPollsPacemaker(t *testing.T) {
 	}
 }
 
-func waitEtcdOperational(t *testing.T, a *harness.Agent, want metav1.ConditionStatus) metav1.Condition {
+// waitEtcdOperational waits until master-1's Etcd Operational has the
+// wanted status and returns it with the object it was read from.
+func waitEtcdOperational(t *testing.T, a *harness.Agent, want metav1.ConditionStatus) (metav1.Condition, *etcdv1.PacemakerCluster) {
 	t.Helper()
-	var got metav1.Condition
+	var (
+		got metav1.Condition
+		pc  etcdv1.PacemakerCluster
+	)
 	harness.Eventually(t, 30*time.Second, "master-1's Etcd Operational is "+string(want), func() error {
 		code, body, err := a.Get("/pacemaker")
 		if err != nil || code != 200 {
 			return fmt.Errorf("GET /pacemaker = %d %s %v", code, body, err)
 		}
-		var pc etcdv1.PacemakerCluster
+		pc = etcdv1.PacemakerCluster{}
 		if err := json.Unmarshal(body, &pc); err != nil {
 			return err
 		}
@@ -136,20 +141,7 @@ func waitEtcdOperational(t *testing.T, a *harness.Agent, want metav1.ConditionSt
 		}
 		return nil
 	})
-	return got
-}
-
-func fetchPacemaker(t *testing.T, a *harness.Agent) *etcdv1.PacemakerCluster {
-	t.Helper()
-	_, body, err := a.Get("/pacemaker")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var pc etcdv1.PacemakerCluster
-	if err := json.Unmarshal(body, &pc); err != nil {
-		t.Fatal(err)
-	}
-	return &pc
+	return got, &pc
 }
 
 func nodeStatus(t *testing.T, pc *etcdv1.PacemakerCluster, node string) etcdv1.PacemakerClusterNodeStatus {

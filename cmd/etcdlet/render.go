@@ -37,15 +37,11 @@ an invalid configuration, too, and when no member runs on this node now
 			if cfg.Etcd.Runtime != config.RuntimeStaticPod {
 				return fmt.Errorf("render applies to etcd.runtime %s only: with etcd.runtime %s etcdlet writes no manifest", config.RuntimeStaticPod, cfg.Etcd.Runtime)
 			}
-			_, spec, err := daemon.Preview(cmd.Context(), cfg)
+			spec, err := daemon.Preview(cmd.Context(), cfg)
 			if err != nil {
 				return err
 			}
-			pod, err := staticpod.Pod(spec, cfg.StaticPod)
-			if err != nil {
-				return err
-			}
-			data, err := staticpod.Marshal(pod)
+			data, err := staticpod.Render(spec, cfg.StaticPod)
 			if err != nil {
 				return err
 			}

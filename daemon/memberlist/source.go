@@ -75,7 +75,8 @@ func (s *Source) Err() error {
 	return s.lastErr
 }
 
-// Changes receives a value when the list in force changed.
+// Changes receives a value when the watch found that the list in force
+// changed (a Refresh returns that itself).
 func (s *Source) Changes() <-chan struct{} { return s.changes }
 
 // SetConfig switches to a reloaded configuration (SIGHUP) and re-reads.
@@ -127,7 +128,7 @@ func (s *Source) Refresh() bool {
 	if cfg.Members.Source == config.SourceFile && s.unsettled(cfg.Members.File) {
 		return false
 	}
-	return s.refresh()
+	return s.refresh(false)
 }
 
 // unsettled tells whether the file may be mid-write: the watch saw events
@@ -148,7 +149,10 @@ func (s *Source) unsettled(path string) bool {
 }
 
 // refresh reads the configured source now and acts on what it finds.
-func (s *Source) refresh() bool {
+// notify says whether a change is announced on Changes: for the watch's
+// reads, not for a reconcile pass's own Refresh, which uses the list it
+// read at once (announcing it would run a second, redundant pass).
+func (s *Source) refresh(notify bool) bool {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	cfg := s.config()
@@ -175,9 +179,11 @@ func (s *Source) refresh() bool {
 	}
 	s.log.Info("member list changed", "from", addrStrings(s.current), "to", addrStrings(addrs))
 	s.current, s.valid = addrs, true
-	select {
-	case s.changes <- struct{}{}:
-	default:
+	if notify {
+		select {
+		case s.changes <- struct{}{}:
+		default:
+		}
 	}
 	return true
 }
@@ -237,7 +243,7 @@ func (s *Source) Watch(ctx context.Context) error {
 			// Follow a re-pointed symlink before reading, so that a later
 			// edit at the new target is seen too.
 			dirs.sync(s.file())
-			s.refresh()
+			s.refresh(true)
 			s.pending.Store(false)
 		}
 	}

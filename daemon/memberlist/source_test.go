@@ -78,7 +78,6 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 	if !s.Refresh() || current(s) != "192.0.2.1 192.0.2.2 192.0.2.3 " {
 		t.Fatalf("initial list: %q", current(s))
 	}
-	<-s.Changes()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go s.Watch(ctx)

@@ -120,7 +120,7 @@ func watched(t *testing.T, path string) (*Source, *logBuffer) {
 	t.Helper()
 	logs := &logBuffer{}
 	s := New(fileConfig(path, 0), slog.New(slog.NewTextHandler(logs, nil)), nil)
-	s.refresh()
+	s.refresh(false)
 	if current(s) != wantA {
 		t.Fatalf("initial list %q (error %v)", current(s), s.Err())
 	}

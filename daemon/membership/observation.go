@@ -96,6 +96,18 @@ func (o Observation) Member(id uint64) (Member, bool) {
 	return Member{}, false
 }
 
+// Answering returns the member with this peer URL whose own endpoint
+// answered: the local member as far as the cluster can tell, when only
+// the node's peer URL is known.
+func (o Observation) Answering(peerURL string) (Member, bool) {
+	for _, m := range o.Members {
+		if m.Health.Reachable && slices.Contains(m.PeerURLs, peerURL) {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
 // Quorum is the number of voters that must agree: a majority.
 func Quorum(voters int) int { return voters/2 + 1 }
 

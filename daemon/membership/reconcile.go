@@ -147,7 +147,7 @@ func (r *Reconciler) execute(ctx context.Context, a Action, view View) etcdclien
 func writeTargets(view View, a Action) []string {
 	var leader, others []string
 	for _, m := range view.Members {
-		if m.IsLearner || !m.Healthy() || len(m.ClientURLs) == 0 || (a.Kind == ActionRemove && m.ID == a.MemberID) {
+		if !m.reachableVoter() || (a.Kind == ActionRemove && m.ID == a.MemberID) {
 			continue
 		}
 		if m.ID == view.LeaderID {
@@ -238,10 +238,15 @@ func (r *Reconciler) Close() {
 	}
 }
 
+// reachableVoter: a healthy voter with a client URL to send calls to.
+func (m Member) reachableVoter() bool {
+	return !m.IsLearner && m.Healthy() && len(m.ClientURLs) > 0
+}
+
 func voterEndpoints(members []Member) []string {
 	var eps []string
 	for _, m := range members {
-		if !m.IsLearner && m.Healthy() && len(m.ClientURLs) > 0 {
+		if m.reachableVoter() {
 			eps = append(eps, m.ClientURLs[0])
 		}
 	}

@@ -23,6 +23,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 )
 
@@ -102,6 +103,12 @@ func (g *Guard) Write(path string, content []byte, mode fs.FileMode) (changed bo
 	if err != nil {
 		return false, nil, fmt.Errorf("read %s: %w", path, err)
 	}
+	// The cheap check first: on most passes the file is what etcdlet
+	// renders, which never carries an opt-out.
+	if f.matches(&managed{content: content, mode: mode}) {
+		g.track(path, content, mode)
+		return false, f.data, nil
+	}
 	if !f.missing && g.optsOut(path, f.data) {
 		g.track(path, content, mode)
 		return false, nil, ErrOptedOut
@@ -111,9 +118,6 @@ func (g *Guard) Write(path string, content []byte, mode fs.FileMode) (changed bo
 		expected = m.content
 	}
 	g.track(path, content, mode)
-	if f.matches(g.files[path]) {
-		return false, f.data, nil
-	}
 	if !f.missing && !g.opts.Enabled && expected != nil && bytes.Equal(expected, content) {
 		return false, f.data, nil
 	}
@@ -269,20 +273,19 @@ type found struct {
 	missing bool
 }
 
+// maxManagedFile bounds what is read of a managed file (a manifest is a
+// few KiB); a larger file is reported, not read.
+const maxManagedFile = 4 << 20
+
+// readFound reads a managed file as it is on disk. It never blocks: a FIFO
+// put in a manifest's place is an error, not a hang with the lock held.
 func readFound(path string) (found, error) {
-	fi, err := os.Stat(path)
+	data, fi, err := config.ReadRegular(path, maxManagedFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return found{missing: true}, nil
 	}
 	if err != nil {
-		return found{}, err
-	}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return found{missing: true}, nil
-	}
-	if err != nil {
-		return found{}, err
+		return found{}, err // callers name the path
 	}
 	return found{data: data, mode: fi.Mode().Perm(), modTime: fi.ModTime()}, nil
 }

@@ -6,7 +6,6 @@ package runtime
 
 import (
 	"context"
-	"net/netip"
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/identity"
@@ -96,19 +95,13 @@ func BuildSpec(cfg *config.Config, self identity.Member, initialCluster, cluster
 	}
 }
 
-// ListenClientURLs is the member IP, plus the loopback address of the same
-// family so that local clients (the kube-apiserver on this host) need not
-// know the member IP. A member whose IP is itself a loopback address (the
-// demo and the tests run several on 127.0.0.x) listens on that IP alone,
-// or the members would collide on 127.0.0.1.
+// ListenClientURLs are the client URLs on config.ClientListenAddrs: the
+// member IP plus the loopback address of its family, so that local clients
+// (the kube-apiserver on this host) need not know the member IP.
 func ListenClientURLs(cfg *config.Config, self identity.Member) []string {
 	urls := []string{self.ClientURL}
-	if self.IP.IsLoopback() {
-		return urls
+	for _, ip := range config.ClientListenAddrs(self.IP)[1:] {
+		urls = append(urls, identity.URL(cfg.Etcd.ClientScheme(), ip, cfg.Etcd.ClientPort))
 	}
-	loopback := netip.IPv6Loopback()
-	if self.IP.Is4() {
-		loopback = netip.MustParseAddr("127.0.0.1")
-	}
-	return append(urls, identity.URL(cfg.Etcd.ClientScheme(), loopback, cfg.Etcd.ClientPort))
+	return urls
 }

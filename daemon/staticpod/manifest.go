@@ -187,6 +187,16 @@ func specHash(spec corev1.PodSpec) (string, error) {
 	return hex.EncodeToString(sum[:8]), nil
 }
 
+// Render builds the manifest for spec and renders it as YAML: the bytes
+// the static-pod runtime writes and `etcdlet render` prints.
+func Render(spec runtime.Spec, sp config.StaticPod) ([]byte, error) {
+	pod, err := Pod(spec, sp)
+	if err != nil {
+		return nil, err
+	}
+	return Marshal(pod)
+}
+
 // Marshal renders the manifest as YAML.
 func Marshal(pod *corev1.Pod) ([]byte, error) {
 	b, err := yaml.Marshal(pod)

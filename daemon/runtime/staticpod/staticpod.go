@@ -49,11 +49,7 @@ func (r *Runtime) Path() string { return r.path }
 
 // Render builds the manifest bytes for a spec.
 func (r *Runtime) Render(spec runtime.Spec) ([]byte, error) {
-	pod, err := manifest.Pod(spec, r.cfg)
-	if err != nil {
-		return nil, err
-	}
-	return manifest.Marshal(pod)
+	return manifest.Render(spec, r.cfg)
 }
 
 // Apply writes the manifest when its rendering differs from the file; the
@@ -64,9 +60,6 @@ func (r *Runtime) Apply(_ context.Context, spec runtime.Spec) error {
 	data, err := r.Render(spec)
 	if err != nil {
 		return err
-	}
-	if err := os.MkdirAll(r.cfg.ManifestDir, 0o700); err != nil {
-		return fmt.Errorf("create manifest dir: %w", err)
 	}
 	changed, previous, err := r.guard.Write(r.path, data, 0o600)
 	r.mu.Lock()
