@@ -14,6 +14,7 @@ import (
 // embedded runtime there is no manifest, and it says so instead of
 // printing one.
 func TestRenderRefusesTheEmbeddedRuntime(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	cfg := filepath.Join(dir, "config.yaml")
 	body := "cluster: {name: etcd-main}\nmembers: {source: static, addresses: [127.0.9.1]}\nnode: {address: 127.0.9.1}\n" +
@@ -30,6 +31,7 @@ func TestRenderRefusesTheEmbeddedRuntime(t *testing.T) {
 // `etcdlet validate` on a members file that is a FIFO answers at once
 // with the reason instead of hanging in open(2).
 func TestValidateDoesNotHangOnAFIFO(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "members")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {

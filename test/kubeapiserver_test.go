@@ -27,6 +27,7 @@ import (
 // with a client certificate, as kubeadm's etcd.external configures it, and
 // keeps serving while a member is replaced underneath it.
 func TestKubeAPIServerOnEtcdletCluster(t *testing.T) {
+	t.Parallel()
 	assets := os.Getenv("KUBEBUILDER_ASSETS")
 	apiserverBin := filepath.Join(assets, "kube-apiserver")
 	if _, err := os.Stat(apiserverBin); assets == "" || err != nil {

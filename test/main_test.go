@@ -2,6 +2,7 @@
 // the built binary with embedded etcd on 127.0.x.y addresses, and every
 // scenario asserts the final member list through the etcd API, that data
 // dirs of removed members still exist, and that a writer kept writing.
+// The tests run in parallel (go test -parallel), each on its own addresses.
 package test
 
 import (
@@ -55,9 +56,12 @@ const (
 )
 
 // maxWriteGap bounds how long the cluster may refuse writes during a
-// membership change: one leader election (etcd's default election timeout
-// is 1s; an election can take up to twice that) plus one write's timeout.
-const maxWriteGap = 3 * time.Second
+// membership change, derived from the members' configuration: one leader
+// election, which takes up to two election timeouts (followers wait one
+// before they campaign, a split vote costs another), plus the timeout of
+// the write that was under way when the cluster stopped answering. A change
+// that cost quorum leaves the cluster unwritable for far longer.
+const maxWriteGap = 2*harness.ElectionTimeout + harness.WriteTimeout
 
 const convergeTimeout = 60 * time.Second
 

@@ -20,6 +20,7 @@ import (
 // (with its member in the initial cluster, not started yet) joins it
 // instead: that is the same cluster, and never a second bootstrap.
 func TestBootstrapThree(t *testing.T) {
+	t.Parallel()
 	c, _ := startCluster(t, netBootstrap, 3)
 	bootstrapped := 0
 	for _, n := range seq(1, 3) {
@@ -67,6 +68,7 @@ func TestBootstrapThree(t *testing.T) {
 // address leaves the list is removed, leader first handing over, and its
 // data dir is moved aside and kept.
 func TestAddThenRemoveLeader(t *testing.T) {
+	t.Parallel()
 	c, cli := startCluster(t, netAddRemove, 3)
 	w := c.StartWriter(cli)
 
@@ -112,6 +114,7 @@ func TestAddThenRemoveLeader(t *testing.T) {
 // Swapping one address for another: the new member votes before the old
 // one leaves, and the cluster keeps accepting writes throughout.
 func TestReplaceOne(t *testing.T) {
+	t.Parallel()
 	c, cli := startCluster(t, netReplace, 3)
 	w := c.StartWriter(cli)
 	c.Start(4)
@@ -136,6 +139,7 @@ func TestReplaceOne(t *testing.T) {
 // A member removed while its node was down comes back with its old data:
 // the agent moves the stale data aside and rejoins as a learner.
 func TestRemovedMemberReturnsWithStaleData(t *testing.T) {
+	t.Parallel()
 	c, cli := startCluster(t, netStale, 3)
 	w := c.StartWriter(cli)
 	c.Agent(3).Stop()
@@ -156,6 +160,7 @@ func TestRemovedMemberReturnsWithStaleData(t *testing.T) {
 // kill -9 of the joining agent right after the writer added its learner,
 // then a restart: the join completes unaided.
 func TestKillDuringJoin(t *testing.T) {
+	t.Parallel()
 	c, cli := startCluster(t, netKillJoin, 3)
 	w := c.StartWriter(cli)
 	a4 := c.Start(4)
@@ -182,6 +187,7 @@ func TestKillDuringJoin(t *testing.T) {
 // the agent retries with a growing delay, not in a tight loop, and the
 // member starts unaided once the port is free.
 func TestFailedStartBacksOffAndRecovers(t *testing.T) {
+	t.Parallel()
 	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netPortTaken})
 	c.WriteMembers(1)
 	squatter, err := net.Listen("tcp", net.JoinHostPort(c.IP(1), strconv.Itoa(c.Ports.Client)))
@@ -226,6 +232,7 @@ func TestFailedStartBacksOffAndRecovers(t *testing.T) {
 // may find its own change already applied when a call's answer was lost;
 // that is the idempotence the contract asks for, not a second writer.)
 func TestAgentsRacingTheSameChange(t *testing.T) {
+	t.Parallel()
 	c, cli := startCluster(t, netRace, 3)
 	w := c.StartWriter(cli)
 	c.Start(4)

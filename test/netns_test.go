@@ -18,6 +18,7 @@ import (
 // and neither agent told its address: each detects the one listed address
 // assigned to its host (through netlink) and the two form a cluster.
 func TestNodeAddressDetectedInNetworkNamespaces(t *testing.T) {
+	t.Parallel()
 	addr := func(n int) string { return fmt.Sprintf("192.0.2.%d", 10+n) }
 	ns := bridgedHosts(t, "v4", 2, func(n int) string { return addr(n) + "/24" })
 
@@ -46,6 +47,7 @@ func TestNodeAddressDetectedInNetworkNamespaces(t *testing.T) {
 // untouched), bootstrap three members, add a fourth, remove one. Every URL
 // etcdlet builds and every listener it opens must bracket the addresses.
 func TestIPv6Membership(t *testing.T) {
+	t.Parallel()
 	addr := func(n int) string { return fmt.Sprintf("fd00:e7cd:1::%x", 0xa0+n) }
 	ns := bridgedHosts(t, "v6", 4, func(n int) string { return addr(n) + "/64" })
 	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{

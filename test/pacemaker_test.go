@@ -36,6 +36,7 @@ func requireCrmMon(t *testing.T) {
 // `etcdlet pacemaker status --cib-file` prints the object etcdlet would
 // write, from the real crm_mon, without any running cluster.
 func TestPacemakerStatusCommand(t *testing.T) {
+	t.Parallel()
 	requireCrmMon(t)
 	_, err := exec.Command(binary, "pacemaker", "status", "--config", filepath.Join(t.TempDir(), "absent.yaml"),
 		"--cib-file", fixture(t, "failed-monitor"), "-o", "json").Output()
@@ -69,6 +70,7 @@ func TestPacemakerStatusCommand(t *testing.T) {
 // health model: a change in the cluster shows in the next poll, and only
 // the conditions whose status changed get a new lastTransitionTime.
 func TestAgentPollsPacemaker(t *testing.T) {
+	t.Parallel()
 	requireCrmMon(t)
 	cib := filepath.Join(t.TempDir(), "cib.xml")
 	copyFile(t, fixture(t, "failed-monitor"), cib)

@@ -16,6 +16,7 @@ import (
 // reasons and changes nothing, on every agent; so is a bad SIGHUP reload.
 // A later valid list is acted on again.
 func TestBadReloadChangesNothing(t *testing.T) {
+	t.Parallel()
 	c, cli := startCluster(t, netBadReload, 3, func(o *harness.Options) { o.Replicas = 3 })
 	w := c.StartWriter(cli)
 	c.Start(4) // not listed: must stay out through every bad list
@@ -132,6 +133,7 @@ func waitPasses(t *testing.T, c *harness.Cluster, ns []int, k float64) {
 // With TLS configured, peer and client traffic use https and a client
 // without a certificate is refused.
 func TestTLS(t *testing.T) {
+	t.Parallel()
 	// On loopback the kernel connects from 127.0.0.1, and etcd checks a
 	// peer's source address against its certificate; real hosts connect
 	// from their member IP.
@@ -167,6 +169,7 @@ func TestTLS(t *testing.T) {
 // The whole cluster stopped (SIGTERM) and later killed (SIGKILL) at once
 // comes back on its data: same cluster, same members, nothing moved aside.
 func TestWholeClusterRestarts(t *testing.T) {
+	t.Parallel()
 	c, cli := startCluster(t, netRestartAll, 3)
 	before, err := c.MemberList(cli)
 	if err != nil {

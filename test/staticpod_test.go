@@ -31,6 +31,7 @@ func manifestPath(c *harness.Cluster, n int) string {
 // the "kubelet" runs; a member joins and one leaves through rewritten
 // manifests, without restarting the members that stay.
 func TestStaticPodMembership(t *testing.T) {
+	t.Parallel()
 	c := staticPodCluster(t, netStaticPod, 3, "")
 	cli := c.Client()
 	for _, n := range seq(1, 3) {
@@ -96,6 +97,7 @@ func TestStaticPodMembership(t *testing.T) {
 // and reported; a manifest carrying etcdlet.io/disable-protection is left
 // to the operator until the annotation goes.
 func TestStaticPodManifestProtection(t *testing.T) {
+	t.Parallel()
 	c := staticPodCluster(t, netProtection, 1, "protection:\n  interval: 1s\n")
 	path := manifestPath(c, 1)
 	original, err := os.ReadFile(path)
@@ -164,6 +166,7 @@ func TestStaticPodManifestProtection(t *testing.T) {
 
 // With protection.enabled false, an edit stays.
 func TestStaticPodProtectionOff(t *testing.T) {
+	t.Parallel()
 	c := staticPodCluster(t, netProtectionOff, 1, "protection:\n  enabled: false\n  interval: 1s\n")
 	path := manifestPath(c, 1)
 	original, _ := os.ReadFile(path)

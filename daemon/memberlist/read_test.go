@@ -100,8 +100,8 @@ func TestRefreshRefusesWhatIsNotASmallRegularFile(t *testing.T) {
 				if changed {
 					t.Error("a refused file changed the list")
 				}
-			case <-time.After(time.Second):
-				t.Fatal("reading the members file blocked for more than 1s")
+			case <-time.After(watchDeadline):
+				t.Fatalf("reading the members file blocked for more than %s", watchDeadline)
 			}
 			err = s.Err()
 			if err == nil || !strings.Contains(err.Error(), tt.wantErr) || !strings.Contains(err.Error(), path) {

@@ -37,6 +37,8 @@ type Source struct {
 	// OnReload is called after every read with whether the list was
 	// accepted (for metrics).
 	OnReload func(accepted bool)
+	// now is the clock that dates the members file's last modification.
+	now func() time.Time
 
 	// readMu makes each read and its verdict one step: two reads
 	// racing (the watch and a reconcile pass) must not let the older
@@ -54,7 +56,7 @@ type Source struct {
 // New returns a source for cfg. fallback is the last list applied before a
 // restart: it is in force until the configured source yields a good list.
 func New(cfg *config.Config, log *slog.Logger, fallback []netip.Addr) *Source {
-	s := &Source{log: log, cfg: cfg, changes: make(chan struct{}, 1), resync: make(chan struct{}, 1), watching: make(chan struct{})}
+	s := &Source{log: log, cfg: cfg, changes: make(chan struct{}, 1), resync: make(chan struct{}, 1), watching: make(chan struct{}), now: time.Now}
 	if len(fallback) > 0 {
 		s.current, s.valid = fallback, true
 	}
@@ -144,7 +146,7 @@ func (s *Source) unsettled(path string) bool {
 	if err != nil {
 		return false
 	}
-	age := time.Since(fi.ModTime())
+	age := s.now().Sub(fi.ModTime())
 	return age >= 0 && age < settle
 }
 

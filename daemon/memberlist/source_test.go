@@ -44,14 +44,13 @@ func writeSettled(t *testing.T, path, content string) {
 	}
 }
 
-// waitChange waits for a change notification; the promise is that
-// a file change is acted on within a second.
+// waitChange waits for a change notification.
 func waitChange(t *testing.T, s *Source) {
 	t.Helper()
 	select {
 	case <-s.Changes():
-	case <-time.After(time.Second):
-		t.Fatal("no change noticed within 1s")
+	case <-time.After(watchDeadline):
+		t.Fatalf("no change noticed within %s", watchDeadline)
 	}
 }
 
@@ -91,7 +90,7 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 
 	// A list that breaks the rules is rejected; the last good one stays.
 	write(t, path, "192.0.2.1\n192.0.2.2\n")
-	deadline := time.Now().Add(time.Second)
+	deadline := time.Now().Add(watchDeadline)
 	for rejected.Load() == 0 && time.Now().Before(deadline) {
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -100,14 +99,6 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 	}
 	if current(s) != "192.0.2.1 192.0.2.2 192.0.2.4 " {
 		t.Errorf("a rejected list replaced the good one: %q", current(s))
-	}
-	// A file modified a moment ago is not read outside the watch: it may be
-	// half-written (truncated, not yet filled), which looks like removals.
-	if err := os.WriteFile(path, []byte("192.0.2.1\n"), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if s.Refresh() || current(s) != "192.0.2.1 192.0.2.2 192.0.2.4 " {
-		t.Errorf("a file modified just now was read: %q", current(s))
 	}
 	// Removing the file is a rejection too, never an empty list.
 	os.Remove(path)
@@ -125,6 +116,36 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 	waitChange(t, s)
 	if current(s) != "192.0.2.7 192.0.2.8 192.0.2.6 " {
 		t.Errorf("after moving the watch: %q", current(s))
+	}
+}
+
+// A reconcile pass does not read a file modified a moment ago: it may be
+// half-written (truncated, not yet filled), and a shortened list looks like
+// removals. The same content is read once it has held still. No watch runs
+// here, so only the pass's own read can change the list.
+func TestRefreshLeavesAFileModifiedJustNow(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "members")
+	writeSettled(t, path, "192.0.2.1\n192.0.2.2\n192.0.2.3\n")
+	s := New(fileConfig(path, 3), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
+	if !s.Refresh() || current(s) != "192.0.2.1 192.0.2.2 192.0.2.3 " {
+		t.Fatalf("initial list: %q (error %v)", current(s), s.Err())
+	}
+	// A valid list of the configured length: only its age can hold it off.
+	// The clock is the file's own time, so a slow machine cannot age it.
+	if err := os.WriteFile(path, []byte("192.0.2.1\n192.0.2.2\n192.0.2.4\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.now = func() time.Time { return fi.ModTime().Add(settle / 2) }
+	if s.Refresh() || current(s) != "192.0.2.1 192.0.2.2 192.0.2.3 " || s.Err() != nil {
+		t.Fatalf("a file modified just now was read: %q (error %v)", current(s), s.Err())
+	}
+	s.now = func() time.Time { return fi.ModTime().Add(settle) }
+	if !s.Refresh() || current(s) != "192.0.2.1 192.0.2.2 192.0.2.4 " {
+		t.Errorf("the same file, settled, was not read: %q (error %v)", current(s), s.Err())
 	}
 }
 

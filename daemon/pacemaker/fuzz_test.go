@@ -21,7 +21,12 @@ import (
 // the CRD's validation. One invalid field would make the API server reject
 // the entire update.
 func FuzzParseBuild(f *testing.F) {
-	files, _ := filepath.Glob("testdata/crm_mon/*.xml")
+	files, err := filepath.Glob("testdata/crm_mon/*.xml")
+	if err != nil || len(files) == 0 {
+		// Without the real documents as seeds the fuzzer starts from
+		// nothing and the seed run proves nothing.
+		f.Fatalf("no seed fixtures in testdata/crm_mon (%v); run testdata/generate.sh", err)
+	}
 	for _, name := range files {
 		data, err := os.ReadFile(name)
 		if err != nil {

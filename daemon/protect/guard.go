@@ -57,7 +57,10 @@ type Options struct {
 	Enabled bool
 	// Interval is the periodic check besides the file watch.
 	Interval time.Duration
-	Log      *slog.Logger
+	// Settle is how long a changed file must hold still before the guard
+	// acts on it; DefaultSettle when zero.
+	Settle time.Duration
+	Log    *slog.Logger
 	// OptOut reports whether a file's current content opts out of
 	// protection. May be nil.
 	OptOut func(path string, onDisk []byte) bool
@@ -86,6 +89,9 @@ type managed struct {
 func New(opts Options) *Guard {
 	if opts.Log == nil {
 		opts.Log = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
+	if opts.Settle <= 0 {
+		opts.Settle = DefaultSettle
 	}
 	return &Guard{opts: opts, files: map[string]*managed{}, kick: make(chan struct{}, 1)}
 }
@@ -186,7 +192,7 @@ func (g *Guard) checkFile(path string) {
 	if !ok {
 		return
 	}
-	time.Sleep(settle)
+	time.Sleep(g.opts.Settle)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m := g.files[path]

@@ -41,9 +41,14 @@ func (r *recorder) last() Change {
 
 // running starts a guard on a fresh directory with one managed file.
 func running(t *testing.T, enabled bool) (*Guard, *recorder, string) {
+	return runningSettle(t, enabled, 0)
+}
+
+// runningSettle is running with a settle time (0: the default).
+func runningSettle(t *testing.T, enabled bool, settle time.Duration) (*Guard, *recorder, string) {
 	t.Helper()
 	rec := &recorder{}
-	g := New(Options{Enabled: enabled, Interval: 200 * time.Millisecond, OnChange: rec.add,
+	g := New(Options{Enabled: enabled, Settle: settle, Interval: 200 * time.Millisecond, OnChange: rec.add,
 		OptOut: func(_ string, b []byte) bool { return strings.Contains(string(b), annotation) }})
 	path := filepath.Join(t.TempDir(), "manifests", "etcd.yaml")
 	if _, _, err := g.Write(path, []byte("image: etcd\nname: etcd\n"), 0o600); err != nil {
@@ -56,12 +61,16 @@ func running(t *testing.T, enabled bool) (*Guard, *recorder, string) {
 	return g, rec, path
 }
 
+// deadline is when eventually gives up: a failure deadline, not a speed
+// figure, so that a loaded machine does not fail a guard that works.
+const deadline = 30 * time.Second
+
 func eventually(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
+	end := time.Now().Add(deadline)
 	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not within 5s", what)
+		if time.Now().After(end) {
+			t.Fatalf("%s: not within %s", what, deadline)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
@@ -139,16 +148,19 @@ func TestOptOutLeavesTheFileToTheOperator(t *testing.T) {
 // as editors and "echo >" do) is not interrupted: the guard acts on the
 // finished content, here an opt-out that only the last piece completes.
 func TestInPlaceWriteIsJudgedWhenFinished(t *testing.T) {
-	g, rec, path := running(t, true)
+	// The pauses between the pieces are a hundredth of the settle time, so
+	// that even a machine too loaded to wake the writer on time does not
+	// make the file look finished half-way.
+	const settle, pieces = 2 * time.Second, 30
+	const pause = settle / 100
+	g, rec, path := runningSettle(t, true, settle)
 	theirs := "image: debug\nname: etcd\nmetadata:\n  annotations:\n    " + annotation + ": \"\"\n"
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Pieces with pauses well under the settle time, for three periodic
-	// check intervals (200ms): checks land mid-write, and each sees a file
-	// that does not hold still.
-	const pieces, pause = 30, 20 * time.Millisecond
+	// The pieces span three periodic check intervals (200ms): checks land
+	// mid-write, and each sees a file that does not hold still.
 	for i := range pieces {
 		lo, hi := i*len(theirs)/pieces, (i+1)*len(theirs)/pieces
 		if _, err := f.WriteString(theirs[lo:hi]); err != nil {

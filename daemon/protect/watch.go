@@ -9,9 +9,10 @@ import (
 	"github.com/fsnotify/fsnotify"
 )
 
-// settle is how long a changed file must hold still before the guard acts
-// on it: a change written in several steps finishes first.
-const settle = 100 * time.Millisecond
+// DefaultSettle is how long a changed file must hold still before the
+// guard acts on it (Options.Settle): a change written in several steps
+// finishes first.
+const DefaultSettle = 100 * time.Millisecond
 
 // Run watches the managed files' directories (files are replaced by
 // rename, which a watch on the file itself would miss) and checks on every
@@ -55,7 +56,7 @@ func (g *Guard) Run(ctx context.Context) error {
 				return nil
 			}
 			if g.isManagedOrDir(ev.Name) {
-				debounce = time.After(settle)
+				debounce = time.After(g.opts.Settle)
 			}
 		case err, ok := <-w.Errors:
 			if !ok {

@@ -1,96 +1,81 @@
 package main
 
 import (
-	"context"
 	"fmt"
-	"strings"
 	"time"
-
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
-// benchNet is the 127.0.<n>.0/24 the agents use; the floor uses the next.
-const benchNet = 200
+// The 127.0.<n>.0/24 networks of the benchmark's clusters.
+const (
+	netAgents = 200 + iota
+	netFloor
+	netReady
+	netStaticPod
+)
 
-// measureAgents runs a 3-agent cluster with a 4th agent idling, then
-// repeatedly lists the 4th and unlists it again.
-func measureAgents(binary, dir string, runs int, idle time.Duration) figures {
-	t := &tb{}
-	defer t.cleanup()
-	c := harness.NewCluster(t, binary, dir, harness.Options{Net: benchNet})
+// connectedSettle waits out etcd's rule that a membership change is
+// refused until every voter has been connected for 5s, on both sides
+// alike, so that the first cycle measures the change and not the rule.
+const connectedSettle = 6 * time.Second
+
+// warmDown lets start-up work (first compactions, the first passes) end
+// before an idle window begins, on every side alike.
+const warmDown = 5 * time.Second
+
+// membershipFigures are one side's join and leave times.
+type membershipFigures struct {
+	join, leave []time.Duration
+}
+
+// measureAgents runs four agents with etcdlet's defaults (embedded
+// runtime), three listed, and times cycles of listing the fourth and
+// unlisting it again: from the members-file write to the observation of
+// the fourth member a voter, and gone. Then it measures the idle cost of
+// the three agents (each an agent with its etcd member in-process).
+func measureAgents(t *tb, binary, dir string, runs int, idle time.Duration) (membershipFigures, usage) {
+	c := harness.NewCluster(t, binary, dir, harness.Options{Net: netAgents, Defaults: true})
 	c.WriteMembers(1, 2, 3)
 	for n := 1; n <= 4; n++ {
 		c.WriteConfig(n)
 		c.Start(n)
 	}
-	cli := c.Client()
-	c.Wait(cli, time.Minute, 1, 2, 3)
-	// etcd refuses membership changes until every voter has been connected
-	// for 5s; measure the agent, not a cluster that just started.
-	time.Sleep(6 * time.Second)
+	obs := newObserver(t, []string{c.ClientURL(1), c.ClientURL(2), c.ClientURL(3)})
+	c.Wait(c.Client(), changeDeadline, 1, 2, 3)
+	time.Sleep(connectedSettle)
+	fourth := c.PeerURL(4)
 
-	var f figures
-	for i := 0; i < runs; i++ {
+	var f membershipFigures
+	for i := range runs {
 		start := time.Now()
 		c.WriteMembers(1, 2, 3, 4)
-		waitMember(t, cli, c.Name(4), func(m *memberState) bool { return m != nil && !m.learner })
-		f.join = append(f.join, time.Since(start))
-		c.Wait(cli, time.Minute, 1, 2, 3, 4)
+		f.join = append(f.join, obs.waitFor(fourth, voter).Sub(start))
+		c.Wait(c.Client(), changeDeadline, 1, 2, 3, 4)
 
 		start = time.Now()
 		c.WriteMembers(1, 2, 3)
-		waitMember(t, cli, c.Name(4), func(m *memberState) bool { return m == nil })
-		f.leave = append(f.leave, time.Since(start))
-		c.Wait(cli, time.Minute, 1, 2, 3)
+		f.leave = append(f.leave, obs.waitFor(fourth, absent).Sub(start))
+		c.Wait(c.Client(), changeDeadline, 1, 2, 3)
 		// The next cycle starts once agent 4 stopped its member and moved
-		// its data aside, as it would before being listed again.
-		harness.Eventually(t, time.Minute, "agent 4 moved its data aside", func() error {
+		// its data aside, as it does before it is listed again.
+		harness.Eventually(t, changeDeadline, "agent 4 moved its data aside", func() error {
 			if moved := c.Agent(4).CountLog("moved data dir aside; it is kept, not deleted", nil); moved < i+1 {
-				return fmt.Errorf("%d moves so far", moved)
+				return fmt.Errorf("%d moves so far, want %d", moved, i+1)
 			}
 			return nil
 		})
-		fmt.Printf("  etcdlet run %d: join %s, leave %s\n", i+1, round(f.join[i]), round(f.leave[i]))
+		fmt.Printf("  etcdlet  cycle %d: join %s, leave %s\n", i+1, round(f.join[i]), round(f.leave[i]))
 	}
 	c.Agent(4).Stop()
+	time.Sleep(warmDown)
+	return f, idleUsage(t, agentPIDs(c, 1, 2, 3), idle)
+}
+
+func agentPIDs(c *harness.Cluster, ns ...int) []int {
 	var pids []int
-	for n := 1; n <= 3; n++ {
+	for _, n := range ns {
 		pids = append(pids, c.Agent(n).PID())
 	}
-	f.cpu, f.rss = idleUsage(t, pids, idle)
-	return f
-}
-
-type memberState struct{ learner bool }
-
-// waitMember polls the member list every 5ms until cond holds for the
-// named member (nil when absent).
-func waitMember(t *tb, cli *clientv3.Client, name string, cond func(*memberState) bool) {
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := cli.MemberList(ctx)
-		cancel()
-		if err == nil {
-			var state *memberState
-			for _, m := range resp.Members {
-				if m.Name == name || (m.Name == "" && len(m.PeerURLs) > 0 && nameless(m.PeerURLs[0], name)) {
-					state = &memberState{learner: m.IsLearner}
-				}
-			}
-			if cond(state) {
-				return
-			}
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("member %s did not reach the expected state within 2m", name)
-}
-
-// nameless matches a member that has not published its name yet by its
-// peer URL's host, which is the IP at the end of the member name.
-func nameless(peerURL, name string) bool {
-	return strings.Contains(peerURL, "//"+strings.TrimPrefix(name, "etcd-main-")+":")
+	return pids
 }

@@ -2,20 +2,26 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -27,6 +33,14 @@ import (
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
+// The floor is what the membership changes cost without an agent: plain
+// etcd processes running the same embedded etcd configuration etcdlet
+// builds, and a watch (fsnotify) on the same kind of members file that,
+// on the write's event, issues the etcd calls an ideal agent would:
+// MemberAddAsLearner, hand the fourth process its spec, MemberPromote
+// every 10ms until etcd allows it; or MemberRemove. No validation, no
+// lock, no settle, no look at the cluster first.
+
 // memberEnv marks a re-executed floor member process.
 const memberEnv = "ETCDLET_BENCH_MEMBER"
 
@@ -35,15 +49,22 @@ const memberEnv = "ETCDLET_BENCH_MEMBER"
 // runs etcd with the same configuration the embedded runtime builds, and
 // exits on SIGTERM or when etcd stops (its member was removed).
 func runMember() {
-	var spec runtime.Spec
-	if err := json.NewDecoder(os.Stdin).Decode(&spec); err != nil {
-		fmt.Fprintln(os.Stderr, "member: read spec:", err)
+	fail := func(err error) {
+		fmt.Fprintln(os.Stderr, "bench member:", err)
 		os.Exit(1)
 	}
+	var spec runtime.Spec
+	if err := json.NewDecoder(os.Stdin).Decode(&spec); err != nil {
+		fail(fmt.Errorf("read spec: %w", err))
+	}
 	cfg, err := embedded.Config(spec, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	check(err)
+	if err != nil {
+		fail(err)
+	}
 	e, err := embed.StartEtcd(cfg)
-	check(err)
+	if err != nil {
+		fail(err)
+	}
 	sig := make(chan os.Signal, 1)
 	signalNotify(sig)
 	select {
@@ -55,212 +76,245 @@ func runMember() {
 
 // floorMember is one plain etcd process of the floor cluster.
 type floorMember struct {
-	ip    string
 	cmd   *exec.Cmd
 	stdin io.WriteCloser
 	done  chan struct{}
 }
 
+// floorCluster is the floor's three members, its fourth, and its members
+// file (the harness cluster gives addresses, ports and the file writer,
+// the same as the agents').
 type floorCluster struct {
 	t      *tb
 	self   string
-	dir    string
-	ports  [3]int // client, peer, metrics
+	c      *harness.Cluster
 	scheme identity.Scheme
-}
-
-func (f *floorCluster) ip(n int) string { return fmt.Sprintf("127.0.%d.%d", benchNet+1, n) }
-
-func (f *floorCluster) member(n int) identity.Member {
-	return f.scheme.For(mustAddr(f.ip(n)))
+	cli    *clientv3.Client
 }
 
 // prestart starts a member process that waits for its spec.
-func (f *floorCluster) prestart(n int) *floorMember {
+func (f *floorCluster) prestart() *floorMember {
 	cmd := exec.Command(f.self)
 	cmd.Env = append(os.Environ(), memberEnv+"=1")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
 	stdin, err := cmd.StdinPipe()
-	check(err)
-	check(cmd.Start())
-	m := &floorMember{ip: f.ip(n), cmd: cmd, stdin: stdin, done: make(chan struct{})}
-	go func() { _ = cmd.Wait(); close(m.done) }()
-	f.t.Cleanup(func() { m.stop() })
+	f.t.check(err, "floor member")
+	f.t.check(cmd.Start(), "start a floor member")
+	m := &floorMember{cmd: cmd, stdin: stdin, done: make(chan struct{})}
+	go func() {
+		if err := cmd.Wait(); err != nil && !errors.Is(err, os.ErrProcessDone) && stderr.Len() > 0 {
+			fmt.Fprintf(os.Stderr, "floor member %d: %v: %s", cmd.Process.Pid, err, stderr.String())
+		}
+		close(m.done)
+	}()
+	f.t.Cleanup(m.stop)
 	return m
 }
 
 // run hands a member its spec: from here on it is the same server an agent
 // would run.
-func (f *floorMember) run(spec runtime.Spec) {
-	check(json.NewEncoder(f.stdin).Encode(spec))
+func (f *floorCluster) run(m *floorMember, spec runtime.Spec) {
+	f.t.check(json.NewEncoder(m.stdin).Encode(spec), "hand a floor member its spec")
 }
 
-func (f *floorMember) stop() {
-	_ = f.cmd.Process.Signal(syscall.SIGTERM)
+func (m *floorMember) stop() {
+	_ = m.cmd.Process.Signal(syscall.SIGTERM)
 	select {
-	case <-f.done:
+	case <-m.done:
 	case <-time.After(30 * time.Second):
-		_ = f.cmd.Process.Kill()
-		<-f.done
+		_ = m.cmd.Process.Kill()
+		<-m.done
 	}
 }
 
 func (f *floorCluster) spec(n int, initialCluster, state string, iteration int) runtime.Spec {
-	self := f.member(n)
+	self := f.scheme.For(mustAddr(f.c.IP(n)))
 	return runtime.Spec{
-		Name: self.Name, DataDir: filepath.Join(f.dir, fmt.Sprintf("n%d-%d", n, iteration)),
+		Name: self.Name, DataDir: filepath.Join(f.c.Dir, fmt.Sprintf("n%d-%d", n, iteration)),
 		AdvertisePeerURL: self.PeerURL, AdvertiseClientURL: self.ClientURL,
 		ListenPeerURLs: []string{self.PeerURL}, ListenClientURLs: []string{self.ClientURL},
-		ListenMetricsURL:    "http://" + net.JoinHostPort(f.ip(n), strconv.Itoa(f.ports[2])),
+		ListenMetricsURL:    "http://" + net.JoinHostPort(f.c.IP(n), strconv.Itoa(f.c.Ports.Metrics)),
 		InitialCluster:      initialCluster,
 		InitialClusterState: state, Token: "etcd-main", LogLevel: "warn",
 	}
 }
 
-// measureFloor issues the same membership calls directly.
-func measureFloor(dir string, runs int, idle time.Duration) figures {
-	t := &tb{}
-	defer t.cleanup()
+// measureFloor runs the floor cluster through the same cycles as the
+// agents, timed the same way: from the members-file write to the same
+// observation. Then it measures the idle cost of the three members.
+func measureFloor(t *tb, dir string, runs int, idle time.Duration) (membershipFigures, usage) {
 	self, err := os.Executable()
-	check(err)
-	f := &floorCluster{t: t, self: self, dir: dir}
-	c := harness.NewCluster(t, "", dir, harness.Options{Net: benchNet + 1}) // only for free ports
-	f.ports = [3]int{c.Ports.Client, c.Ports.Peer, c.Ports.Metrics}
-	f.scheme = identity.Scheme{Cluster: "etcd-main", PeerScheme: "http", ClientScheme: "http", PeerPort: f.ports[1], ClientPort: f.ports[0]}
+	t.check(err, "find the benchmark's own executable")
+	c := harness.NewCluster(t, "", dir, harness.Options{Net: netFloor})
+	f := &floorCluster{t: t, self: self, c: c,
+		scheme: identity.Scheme{Cluster: "etcd-main", PeerScheme: "http", ClientScheme: "http", PeerPort: c.Ports.Peer, ClientPort: c.Ports.Client}}
 
-	initial := identity.InitialCluster([]identity.Member{f.member(1), f.member(2), f.member(3)})
+	initial := identity.InitialCluster(f.scheme.ForAll([]netip.Addr{mustAddr(c.IP(1)), mustAddr(c.IP(2)), mustAddr(c.IP(3))}))
 	var members []*floorMember
 	for n := 1; n <= 3; n++ {
-		m := f.prestart(n)
-		m.run(f.spec(n, initial, runtime.StateNew, 0))
+		m := f.prestart()
+		f.run(m, f.spec(n, initial, runtime.StateNew, 0))
 		members = append(members, m)
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{f.member(1).ClientURL, f.member(2).ClientURL, f.member(3).ClientURL},
-		DialTimeout: time.Second, Logger: zap.NewNop()})
-	check(err)
-	defer cli.Close()
-	waitVoters(t, cli, 3)
-	time.Sleep(6 * time.Second) // as for the agents: etcd's 5s connectivity rule
+	endpoints := []string{c.ClientURL(1), c.ClientURL(2), c.ClientURL(3)}
+	f.cli, err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: zap.NewNop()})
+	t.check(err, "floor etcd client")
+	t.Cleanup(func() { f.cli.Close() })
+	obs := newObserver(t, endpoints)
+	obs.waitVoters(3)
+	c.WriteMembers(1, 2, 3)
+	time.Sleep(connectedSettle)
 
-	var fig figures
-	for i := 0; i < runs; i++ {
-		fourth := f.prestart(4)
+	// The controller: on each event of the members file, act on the
+	// fourth address's arrival or departure. The cycle hands it the
+	// pre-started fourth process before it writes the file.
+	var (
+		mu        sync.Mutex
+		fourth    *floorMember
+		iteration int
+		fourthID  uint64
+		listed    bool
+	)
+	stopWatch := watchMembersFile(t, c.Members, func(list []string) {
+		mu.Lock()
+		defer mu.Unlock()
+		switch now := slices.Contains(list, c.IP(4)); {
+		case now && !listed:
+			listed = true
+			fourthID = f.add(fourth, iteration)
+		case !now && listed:
+			listed = false
+			f.remove(fourthID)
+		}
+	})
+	defer stopWatch()
+
+	var fig membershipFigures
+	for i := range runs {
+		m := f.prestart()
+		mu.Lock()
+		fourth, iteration = m, i+1
+		mu.Unlock()
 		start := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		added, err := cli.MemberAddAsLearner(ctx, []string{f.member(4).PeerURL})
-		cancel()
-		if err != nil {
-			check(fmt.Errorf("floor: add learner: %w", err))
-		}
-		var parts []string
-		for _, m := range added.Members {
-			name := m.Name
-			if m.ID == added.Member.ID {
-				name = f.member(4).Name
-			}
-			parts = append(parts, name+"="+m.PeerURLs[0])
-		}
-		fourth.run(f.spec(4, strings.Join(parts, ","), runtime.StateExisting, i+1))
-		for {
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			_, err := cli.MemberPromote(ctx, added.Member.ID)
-			cancel()
-			if err == nil {
-				break
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		waitMember(t, cli, f.member(4).Name, func(m *memberState) bool { return m != nil && !m.learner })
-		fig.join = append(fig.join, time.Since(start))
-		waitVoters(t, cli, 4)
+		c.WriteMembers(1, 2, 3, 4)
+		fig.join = append(fig.join, obs.waitFor(c.PeerURL(4), voter).Sub(start))
+		obs.waitVoters(4)
 
 		start = time.Now()
-		ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
-		_, err = cli.MemberRemove(ctx, added.Member.ID)
-		cancel()
-		// A call retried by the client after it applied answers "member
-		// not found", as an rpctypes error or as a gRPC status: compare
-		// the description, as the agent's error table does.
-		if err != nil && rpctypes.ErrorDesc(err) != rpctypes.ErrorDesc(rpctypes.ErrGRPCMemberNotFound) {
-			check(fmt.Errorf("floor: remove: %w", err))
-		}
-		waitMember(t, cli, f.member(4).Name, func(m *memberState) bool { return m == nil })
-		fig.leave = append(fig.leave, time.Since(start))
-		fourth.stop()
-		fmt.Printf("  floor run %d: join %s, leave %s\n", i+1, round(fig.join[i]), round(fig.leave[i]))
+		c.WriteMembers(1, 2, 3)
+		fig.leave = append(fig.leave, obs.waitFor(c.PeerURL(4), absent).Sub(start))
+		m.stop()
+		obs.waitVoters(3)
+		fmt.Printf("  floor    cycle %d: join %s, leave %s\n", i+1, round(fig.join[i]), round(fig.leave[i]))
 	}
+	time.Sleep(warmDown)
 	var pids []int
 	for _, m := range members {
 		pids = append(pids, m.cmd.Process.Pid)
 	}
-	fig.cpu, fig.rss = idleUsage(t, pids, idle)
-	return fig
+	return fig, idleUsage(t, pids, idle)
 }
 
-// waitVoters waits until n members are started voters.
-func waitVoters(t *tb, cli *clientv3.Client, n int) {
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) {
+// add adds the fourth member as a learner, starts it, and promotes it as
+// soon as etcd allows.
+func (f *floorCluster) add(m *floorMember, iteration int) uint64 {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	added, err := f.cli.MemberAddAsLearner(ctx, []string{f.c.PeerURL(4)})
+	cancel()
+	f.t.check(err, "floor: add learner")
+	var parts []string
+	for _, m := range added.Members {
+		name := m.Name
+		if m.ID == added.Member.ID {
+			name = f.scheme.For(mustAddr(f.c.IP(4))).Name
+		}
+		parts = append(parts, name+"="+m.PeerURLs[0])
+	}
+	f.run(m, f.spec(4, strings.Join(parts, ","), runtime.StateExisting, iteration))
+	deadline := time.Now().Add(changeDeadline)
+	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := cli.MemberList(ctx)
+		_, err := f.cli.MemberPromote(ctx, added.Member.ID)
 		cancel()
-		if err == nil && len(resp.Members) == n {
-			ready := true
-			for _, m := range resp.Members {
-				ready = ready && !m.IsLearner && len(m.ClientURLs) > 0
-			}
-			if ready {
-				return
+		// A promote the client retried after it applied answers "not a
+		// learner": done all the same.
+		if err == nil || sameError(err, rpctypes.ErrGRPCMemberNotLearner) {
+			return added.Member.ID
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("floor: the learner was not promoted within %s: %v", changeDeadline, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// remove removes the fourth member.
+func (f *floorCluster) remove(id uint64) {
+	deadline := time.Now().Add(changeDeadline)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := f.cli.MemberRemove(ctx, id)
+		cancel()
+		// A removal the client retried after it applied answers "member
+		// not found": done all the same.
+		if err == nil || sameError(err, rpctypes.ErrGRPCMemberNotFound) {
+			return
+		}
+		if time.Now().After(deadline) {
+			f.t.Fatalf("floor: the member was not removed within %s: %v", changeDeadline, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// sameError compares by description, as etcdlet's error table does: the
+// client reports an etcd error as an rpctypes error or as a gRPC status.
+func sameError(err, want error) bool { return rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(want) }
+
+// watchMembersFile calls onList with the file's addresses after every
+// event on it (its directory is watched: the file is replaced by rename).
+// It returns a function that stops the watch.
+func watchMembersFile(t *tb, path string, onList func([]string)) func() {
+	w, err := fsnotify.NewWatcher()
+	t.check(err, "floor: watch the members file")
+	t.check(w.Add(filepath.Dir(path)), "floor: watch the members file's directory")
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			select {
+			case ev, ok := <-w.Events:
+				if !ok {
+					return
+				}
+				if ev.Name != path || !ev.Has(fsnotify.Create|fsnotify.Write) {
+					continue
+				}
+				data, err := os.ReadFile(path)
+				if err != nil {
+					continue // replaced again meanwhile; its own event follows
+				}
+				onList(parseList(data))
+			case err, ok := <-w.Errors:
+				if !ok {
+					return
+				}
+				t.Fatalf("floor: members file watch: %v", err)
 			}
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("floor cluster did not reach %d voters", n)
+	}()
+	return func() { w.Close(); <-done }
 }
 
-// idleUsage samples CPU time and RSS of processes over a window.
-func idleUsage(t *tb, pids []int, window time.Duration) ([]float64, []int64) {
-	before := make([]float64, len(pids))
-	for i, pid := range pids {
-		before[i] = cpuSeconds(t, pid)
-	}
-	time.Sleep(window)
-	cpu := make([]float64, len(pids))
-	rss := make([]int64, len(pids))
-	for i, pid := range pids {
-		cpu[i] = 100 * (cpuSeconds(t, pid) - before[i]) / window.Seconds()
-		rss[i] = rssBytes(t, pid)
-	}
-	return cpu, rss
-}
-
-// clockTicks is USER_HZ, the unit of /proc/<pid>/stat times; 100 on Linux.
-const clockTicks = 100
-
-func cpuSeconds(t *tb, pid int) float64 {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		t.Fatalf("read stat of %d: %v", pid, err)
-	}
-	// Fields after the command name, which is in parentheses.
-	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
-	utime, _ := strconv.ParseFloat(fields[11], 64)
-	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / clockTicks
-}
-
-func rssBytes(t *tb, pid int) int64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		t.Fatalf("read status of %d: %v", pid, err)
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
+// parseList reads one address per line, skipping blanks and comments.
+func parseList(data []byte) []string {
+	var list []string
+	sc := bufio.NewScanner(bytes.NewReader(data))
 	for sc.Scan() {
-		if rest, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseInt(strings.Fields(rest)[0], 10, 64)
-			return kb * 1024
+		if line := strings.TrimSpace(sc.Text()); line != "" && !strings.HasPrefix(line, "#") {
+			list = append(list, line)
 		}
 	}
-	t.Fatalf("no VmRSS for %d", pid)
-	return 0
+	return list
 }

@@ -1,8 +1,8 @@
 package main
 
 import (
+	"bytes"
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -25,18 +25,29 @@ import (
 
 // staticPodFigures are the static-pod runtime's costs.
 type staticPodFigures struct {
-	renderWrite, renderSkip, writeFloor time.Duration // per operation
-	ready, readyFloor                   []time.Duration
+	// Per operation: render and write a changed manifest through the
+	// protection guard, against the atomic write of the same bytes.
+	renderWrite, writeFloor time.Duration
+	// Per operation: render an unchanged spec and find the file equal (the
+	// every-pass case), against reading the file and comparing it.
+	renderSkip, skipFloor time.Duration
+	// Agent start to READY=1 with the manifest in place, against
+	// `etcdlet status` (start, load the same config, one look at the
+	// cluster, exit).
+	ready, readyFloor []time.Duration
+	// Idle cost: the agents alone (etcd in its own process), the etcd
+	// processes they manage, and the same etcd processes once the agents
+	// are stopped.
+	agents, etcd, etcdAlone usage
 }
 
 // measureRenderWrite times rendering the manifest and writing it through
 // the protection guard, alternating two specs so every write changes the
 // file (and the kubelet would restart etcd), and rendering an unchanged
-// spec (the every-pass case, no write); the floor is the atomic write of
-// the same bytes without rendering.
-func measureRenderWrite(dir string, n int) staticPodFigures {
+// spec (the every-pass case, no write).
+func measureRenderWrite(t *tb, dir string, n int, f *staticPodFigures) {
 	cfg, err := config.Parse([]byte("cluster: {name: etcd-main}\nmembers: {source: static, addresses: [192.0.2.10, 192.0.2.11, 192.0.2.12]}\netcd: {runtime: static-pod}\nstaticPod: {manifestDir: " + filepath.Join(dir, "manifests") + "}\n"))
-	check(err)
+	t.check(err, "render config")
 	scheme := identity.SchemeFrom(cfg)
 	addrs, _ := cfg.DesiredMembers()
 	self := scheme.For(netip.MustParseAddr("192.0.2.10"))
@@ -48,85 +59,128 @@ func measureRenderWrite(dir string, n int) staticPodFigures {
 	guard := protect.New(protect.Options{Enabled: true, Interval: time.Hour, Log: quiet})
 	rt := staticpod.New(cfg.StaticPod, filepath.Join(dir, "state"), guard, quiet)
 
-	var f staticPodFigures
 	start := time.Now()
 	for i := range n {
-		check(rt.Apply(context.Background(), specs[i%2]))
+		t.check(rt.Apply(context.Background(), specs[i%2]), "apply")
 	}
 	f.renderWrite = time.Since(start) / time.Duration(n)
 	start = time.Now()
 	for range n {
-		check(rt.Apply(context.Background(), specs[0]))
+		t.check(rt.Apply(context.Background(), specs[0]), "apply")
 	}
 	f.renderSkip = time.Since(start) / time.Duration(n)
+
 	data, err := rt.Render(specs[0])
-	check(err)
+	t.check(err, "render")
 	floor := filepath.Join(dir, "floor.yaml")
 	start = time.Now()
 	for range n {
-		check(atomicfile.Write(floor, data, 0o600))
+		t.check(atomicfile.Write(floor, data, 0o600), "write")
 	}
 	f.writeFloor = time.Since(start) / time.Duration(n)
-	return f
+	start = time.Now()
+	for range n {
+		onDisk, err := os.ReadFile(floor)
+		t.check(err, "read")
+		if !bytes.Equal(onDisk, data) {
+			t.Fatalf("the floor's file changed")
+		}
+	}
+	f.skipFloor = time.Since(start) / time.Duration(n)
 }
 
 // measureReady starts a one-member static-pod cluster, then restarts its
 // agent repeatedly with the manifest already in place and unchanged, and
-// times each start until systemd would hear READY=1. The floor is a bare
-// start of the same binary (etcdlet version) until it exits.
-func measureReady(binary, dir string, runs int, f *staticPodFigures) {
-	t := &tb{}
-	defer t.cleanup()
-	check(os.MkdirAll(dir, 0o700))
+// times each start until systemd would hear READY=1. The floor is
+// `etcdlet status` on the same config: the same binary starting, loading
+// the config and looking at the cluster once, which the agent must do at
+// least before it can say it is ready.
+func measureReady(t *tb, binary, dir string, runs int, f *staticPodFigures) {
+	t.check(os.MkdirAll(dir, 0o700), "ready dir")
 	socket := filepath.Join(dir, "notify.sock")
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: socket, Net: "unixgram"})
-	check(err)
+	t.check(err, "notify socket")
 	defer conn.Close()
-	c := harness.NewCluster(t, binary, dir, harness.Options{Net: benchNet + 2, StaticPod: harness.EtcdBinary(t),
+	c := harness.NewCluster(t, binary, dir, harness.Options{Net: netReady, StaticPod: harness.EtcdBinary(t), Defaults: true,
 		Env: func(int) []string { return []string{"NOTIFY_SOCKET=" + socket} }})
 	c.WriteMembers(1)
 	c.Start(1)
-	cli := c.Client()
-	c.Wait(cli, time.Minute, 1)
-	awaitReady(conn)
-	manifest, err := os.ReadFile(filepath.Join(c.ManifestDir(1), "etcd.yaml"))
-	check(err)
+	c.Wait(c.Client(), changeDeadline, 1)
+	awaitReady(t, conn)
+	manifest := filepath.Join(c.ManifestDir(1), "etcd.yaml")
+	before, err := os.ReadFile(manifest)
+	t.check(err, "read the manifest")
 	for range runs {
 		c.Agent(1).Stop()
 		start := time.Now()
 		c.Agent(1).Restart()
-		awaitReady(conn)
+		awaitReady(t, conn)
 		f.ready = append(f.ready, time.Since(start))
-		now, err := os.ReadFile(filepath.Join(c.ManifestDir(1), "etcd.yaml"))
-		check(err)
-		if string(now) != string(manifest) {
+		after, err := os.ReadFile(manifest)
+		t.check(err, "read the manifest")
+		if !bytes.Equal(after, before) {
 			t.Fatalf("a restart of etcdlet changed the manifest")
 		}
+
 		start = time.Now()
-		check(exec.Command(binary, "version").Run())
+		out, err := exec.Command(binary, "status", "--config", c.ConfigPath(1)).CombinedOutput()
 		f.readyFloor = append(f.readyFloor, time.Since(start))
+		t.check(err, "etcdlet status (the floor): "+string(out))
 	}
 }
 
-func awaitReady(conn *net.UnixConn) {
+func awaitReady(t *tb, conn *net.UnixConn) {
+	const within = time.Minute
 	buf := make([]byte, 4096)
-	check(conn.SetReadDeadline(time.Now().Add(time.Minute)))
+	t.check(conn.SetReadDeadline(time.Now().Add(within)), "notify socket")
 	for {
 		n, err := conn.Read(buf)
-		check(err)
+		t.check(err, "wait for READY=1 (within "+within.String()+")")
 		if strings.HasPrefix(string(buf[:n]), "READY=1") {
 			return
 		}
 	}
 }
 
-func reportStaticPod(f staticPodFigures) {
-	fmt.Println()
-	fmt.Printf("static-pod runtime\n")
-	fmt.Printf("  render + write (manifest changed)   %10s   floor (atomic write only) %10s   ratio %.1fx\n",
-		f.renderWrite.Round(time.Microsecond), f.writeFloor.Round(time.Microsecond), float64(f.renderWrite)/float64(f.writeFloor))
-	fmt.Printf("  render, unchanged (no write)        %10s\n", f.renderSkip.Round(time.Microsecond))
-	fmt.Printf("  start to READY=1, manifest in place %10s (%s–%s)   floor (etcdlet version) %s   ratio %.1fx\n",
-		round(median(f.ready)), round(slices.Min(f.ready)), round(slices.Max(f.ready)), round(median(f.readyFloor)),
-		float64(median(f.ready))/float64(median(f.readyFloor)))
+// measureStaticPodIdle runs three agents with the static-pod runtime and
+// etcdlet's defaults, etcd run by the kubelet stand-in from their
+// manifests, and measures over one window the agents alone and the etcd
+// processes they manage. Then it stops the agents (etcd keeps running
+// under the kubelet, as on a real node) and measures the same etcd
+// processes again without them: what the agent adds to etcd's own cost.
+func measureStaticPodIdle(t *tb, binary, dir string, idle time.Duration, f *staticPodFigures) {
+	c := harness.NewCluster(t, binary, dir, harness.Options{Net: netStaticPod, StaticPod: harness.EtcdBinary(t), Defaults: true})
+	c.WriteMembers(1, 2, 3)
+	for n := 1; n <= 3; n++ {
+		c.WriteConfig(n)
+		c.Start(n)
+	}
+	c.Wait(c.Client(), changeDeadline, 1, 2, 3)
+	time.Sleep(warmDown)
+	agents := agentPIDs(c, 1, 2, 3)
+	etcd := etcdPIDs(t, c)
+	both := idleUsage(t, append(slices.Clone(agents), etcd...), idle)
+	f.agents = usage{cpu: both.cpu[:3], rss: both.rss[:3]}
+	f.etcd = usage{cpu: both.cpu[3:], rss: both.rss[3:]}
+
+	for n := 1; n <= 3; n++ {
+		c.Agent(n).Stop()
+	}
+	time.Sleep(warmDown)
+	if now := etcdPIDs(t, c); !slices.Equal(now, etcd) {
+		t.Fatalf("etcd was restarted when the agents stopped (processes %v, then %v)", etcd, now)
+	}
+	f.etcdAlone = idleUsage(t, etcd, idle)
+}
+
+func etcdPIDs(t *tb, c *harness.Cluster) []int {
+	var pids []int
+	for n := 1; n <= 3; n++ {
+		pid := c.Kubelet(n).PID()
+		if pid == 0 {
+			t.Fatalf("no etcd runs for node %d", n)
+		}
+		pids = append(pids, pid)
+	}
+	return pids
 }

@@ -25,13 +25,17 @@ const callTimeout = 30 * time.Second
 
 func TestPacemakerClusterV1(t *testing.T) {
 	env := Start(t, Options{PacemakerCluster: PacemakerV1, DruidEtcd: true})
-	checkPacemakerCluster(t, env, PacemakerV1, func() client.Object { return &etcdv1.PacemakerCluster{} })
+	newObj := func() client.Object { return &etcdv1.PacemakerCluster{} }
+	checkPacemakerCluster(t, env, PacemakerV1, newObj)
+	checkEtcdletStatuses(t, env, PacemakerV1, newObj)
 	checkDruidEtcd(t, env)
 }
 
 func TestPacemakerClusterV1alpha1(t *testing.T) {
 	env := Start(t, Options{PacemakerCluster: PacemakerV1alpha1})
-	checkPacemakerCluster(t, env, PacemakerV1alpha1, func() client.Object { return &etcdv1alpha1.PacemakerCluster{} })
+	newObj := func() client.Object { return &etcdv1alpha1.PacemakerCluster{} }
+	checkPacemakerCluster(t, env, PacemakerV1alpha1, newObj)
+	checkEtcdletStatuses(t, env, PacemakerV1alpha1, newObj)
 }
 
 // checkPacemakerCluster writes PacemakerCluster the way etcdlet will (the

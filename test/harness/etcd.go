@@ -81,7 +81,7 @@ func (c *Cluster) Expect(cli *clientv3.Client, ns ...int) error {
 	}
 	for _, m := range members {
 		n := c.indexOf(m.Name)
-		if want := c.peerURL(n); !slices.Equal(m.PeerURLs, []string{want}) {
+		if want := c.PeerURL(n); !slices.Equal(m.PeerURLs, []string{want}) {
 			return fmt.Errorf("member %s has peer URLs %v, want [%s]", m.Name, m.PeerURLs, want)
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -112,7 +112,8 @@ func (c *Cluster) indexOf(name string) int {
 	return 0
 }
 
-func (c *Cluster) peerURL(n int) string {
+// PeerURL is agent n's peer URL, as etcdlet builds it.
+func (c *Cluster) PeerURL(n int) string {
 	return strings.Replace(c.ClientURL(n), fmt.Sprintf(":%d", c.Ports.Client), fmt.Sprintf(":%d", c.Ports.Peer), 1)
 }
 
@@ -131,7 +132,10 @@ type Writer struct {
 	lastErr  error
 }
 
-// StartWriter writes a key every 20ms, each write with a 1s timeout.
+// WriteTimeout is the timeout of each of the Writer's writes.
+const WriteTimeout = time.Second
+
+// StartWriter writes a key every 20ms, each write with WriteTimeout.
 func (c *Cluster) StartWriter(cli *clientv3.Client) *Writer {
 	w := &Writer{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
@@ -142,7 +146,7 @@ func (c *Cluster) StartWriter(cli *clientv3.Client) *Writer {
 				return
 			case <-time.After(20 * time.Millisecond):
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			ctx, cancel := context.WithTimeout(context.Background(), WriteTimeout)
 			_, err := cli.Put(ctx, "/harness/writer", fmt.Sprint(i))
 			cancel()
 			w.record(err)

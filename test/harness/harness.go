@@ -48,6 +48,14 @@ func RepoRoot() string {
 	return filepath.Join(filepath.Dir(file), "..", "..")
 }
 
+// The raft timing every test cluster's members run with, written into
+// their configuration (etcd.extraArgs) so that a test can derive its
+// bounds from it: etcd's own defaults.
+const (
+	HeartbeatInterval = 100 * time.Millisecond
+	ElectionTimeout   = time.Second
+)
+
 // Options shape a cluster's configuration.
 type Options struct {
 	// Net is the third byte of the agents' 127.0.<Net>.<n> addresses; give
@@ -59,6 +67,12 @@ type Options struct {
 	TLS *TLSFiles
 	// ReconcileInterval defaults to 2s.
 	ReconcileInterval time.Duration
+	// Defaults runs the agents with etcdlet's own defaults for the agent
+	// settings that shape its speed and cost (agent.reconcileInterval,
+	// agent.logLevel, agent.logFormat), as the benchmark does;
+	// ReconcileInterval is then ignored. Logs are JSON all the same:
+	// logFormat auto writes JSON when the output is not a terminal.
+	Defaults bool
 	// Addr, when set, gives agent n's address instead of 127.0.<Net>.<n>.
 	Addr func(n int) string
 	// DetectAddress leaves node.address empty: agents detect it.
@@ -212,12 +226,19 @@ func (c *Cluster) WriteConfig(n int) {
 	if c.Opts.StaticPod != "" {
 		b.WriteString("  runtime: static-pod\n")
 	}
+	if !c.Opts.Defaults {
+		fmt.Fprintf(&b, "  extraArgs:\n    heartbeat-interval: \"%d\"\n    election-timeout: \"%d\"\n",
+			HeartbeatInterval.Milliseconds(), ElectionTimeout.Milliseconds())
+	}
 	if tls := c.Opts.TLS; tls != nil {
 		fmt.Fprintf(&b, "  tls:\n    client: {certFile: %s, keyFile: %s, caFile: %s}\n    peer: {certFile: %s, keyFile: %s, caFile: %s}\n",
 			tls.ServerCert, tls.ServerKey, tls.CA, tls.ServerCert, tls.ServerKey, tls.CA)
 	}
-	fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: \"%s\"\n  reconcileInterval: %s\n  logFormat: json\n  logLevel: debug\n",
-		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), net.JoinHostPort(c.IP(n), strconv.Itoa(c.Ports.Agent)), c.Opts.ReconcileInterval)
+	fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: \"%s\"\n",
+		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), net.JoinHostPort(c.IP(n), strconv.Itoa(c.Ports.Agent)))
+	if !c.Opts.Defaults {
+		fmt.Fprintf(&b, "  reconcileInterval: %s\n  logFormat: json\n  logLevel: debug\n", c.Opts.ReconcileInterval)
+	}
 	if tls := c.Opts.TLS; tls != nil {
 		fmt.Fprintf(&b, "  etcdClientTLS: {certFile: %s, keyFile: %s, caFile: %s}\n", tls.ClientCert, tls.ClientKey, tls.CA)
 	}

@@ -66,6 +66,16 @@ func (k *Kubelet) Starts() int {
 	return k.starts
 }
 
+// PID is the running etcd's process ID, 0 when none runs.
+func (k *Kubelet) PID() int {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.cmd == nil || isClosed(k.exited) {
+		return 0
+	}
+	return k.cmd.Process.Pid
+}
+
 // Stop stops watching and stops etcd; idempotent.
 func (k *Kubelet) Stop() {
 	select {

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# make test: every check and every test package, the unit packages (with the
+# race detector) and the end-to-end packages side by side. One failure never
+# hides the rest: each step runs to its end, and the summary names every
+# failing step, package and test. Exits 1 if anything failed.
+#
+# Environment: GO (default go), TEST_FLAGS (default -count=1 -timeout 25m),
+# ETCDLET_CACHE (where hack/envtest.sh keeps kube-apiserver and etcd).
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+GO=${GO:-go}
+TEST_FLAGS=${TEST_FLAGS:--count=1 -timeout 25m}
+logs=$(mktemp -d -t etcdlet-test.XXXXXX)
+trap 'rm -rf "$logs"' EXIT
+failed=()
+
+step() { echo; echo "== $*"; }
+
+step "formatting and go vet"
+unformatted=$(gofmt -l . 2>&1)
+if [ -n "$unformatted" ]; then
+  echo "gofmt would change:"; echo "$unformatted"
+  failed+=("gofmt: $(echo $unformatted)")
+fi
+$GO vet ./... || failed+=("go vet")
+
+step "kube-apiserver and etcd for the tests (hack/envtest.sh)"
+# On failure the tests that need them fail too, each saying so.
+if assets=$(hack/envtest.sh); then
+  export KUBEBUILDER_ASSETS=$assets
+else
+  failed+=("hack/envtest.sh: kube-apiserver and etcd could not be built")
+fi
+
+# run NAME ARGS...: go test in the background, its output prefixed and kept.
+run() {
+  local name=$1; shift
+  ( $GO test $TEST_FLAGS "$@" 2>&1; echo "exit status $?" ) |
+    tee "$logs/$name.log" | sed -u "s/^/[$name] /" &
+}
+
+packages=$($GO list ./... | grep -v '/test$')
+step "unit packages (-race) and end-to-end tests (./test/), side by side"
+run unit -race $packages
+run e2e ./test/
+wait
+
+# report NAME: failing packages and tests of one go test run.
+report() {
+  local log=$logs/$1.log
+  local status
+  status=$(tail -n1 "$log" | awk '/^exit status/ {print $3}')
+  [ "${status:-1}" = 0 ] && return
+  local pkgs tests
+  pkgs=$(grep -E '^FAIL[[:space:]]+[^[:space:]]+' "$log" | awk '{print $2 ($3 ? " " $3 " " $4 : "")}' | sort -u)
+  tests=$(grep -E '^[[:space:]]*--- FAIL: ' "$log" | sed -E 's/^[[:space:]]*--- FAIL: ([^ ]+).*/\1/' | sort -u)
+  if [ -z "$pkgs$tests" ]; then
+    failed+=("$1: go test exited $status (see its output above)")
+    return
+  fi
+  local p
+  while read -r p; do [ -n "$p" ] && failed+=("$1: FAIL $p"); done <<<"$pkgs"
+  [ -n "$tests" ] && failed+=("$1: failing tests: $(echo $tests)")
+}
+report unit
+report e2e
+
+echo
+if [ ${#failed[@]} -eq 0 ]; then
+  echo "== make test: everything passed"
+  exit 0
+fi
+echo "== make test: FAILED"
+printf '   %s\n' "${failed[@]}"
+exit 1
