@@ -45,7 +45,15 @@ func (a *Agent) runPacemaker(ctx context.Context) {
 		}
 		p.mu.Lock()
 		prev := p.built
+		p.mu.Unlock()
 		built, err := p.collector.Build(snap, prev, time.Now())
+		if err != nil && !errors.Is(err, pacemaker.ErrUnknown) {
+			a.log.Error("pacemaker status not built", "error", err)
+		}
+		// Metrics first, then /pacemaker: whoever sees the new object
+		// finds the metrics already agreeing with it.
+		a.recordPacemaker(snap, built, err)
+		p.mu.Lock()
 		p.snapshot = snap
 		if err == nil {
 			p.built, p.buildErr = built, nil
@@ -53,12 +61,8 @@ func (a *Agent) runPacemaker(ctx context.Context) {
 			// Keep the last good status for lastTransitionTime, but do not
 			// serve it as current.
 			p.buildErr = err
-			if !errors.Is(err, pacemaker.ErrUnknown) {
-				a.log.Error("pacemaker status not built", "error", err)
-			}
 		}
 		p.mu.Unlock()
-		a.recordPacemaker(snap, built, err)
 		select {
 		case <-ctx.Done():
 			return

@@ -62,3 +62,24 @@ func plainClientRefused(endpoint, ca string) error {
 	}
 	return nil
 }
+
+// waitMetric waits until the agent's metric satisfies ok. A metric moves
+// just after the event a test waits for (a file written, an object
+// served), so it is read until it agrees, never once.
+func waitMetric(t *testing.T, a *harness.Agent, name, want string, ok func(float64) bool) {
+	t.Helper()
+	harness.Eventually(t, 30*time.Second, fmt.Sprintf("%s %s", name, want), func() error {
+		v, err := a.Metric(name)
+		if err != nil {
+			return err
+		}
+		if !ok(v) {
+			return errorf("%s = %v, want %s", name, v, want)
+		}
+		return nil
+	})
+}
+
+func atLeast(n float64) func(float64) bool { return func(v float64) bool { return v >= n } }
+
+func equals(n float64) func(float64) bool { return func(v float64) bool { return v == n } }

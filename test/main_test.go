@@ -55,13 +55,16 @@ const (
 	netPortTaken
 )
 
-// maxWriteGap bounds how long the cluster may refuse writes during a
-// membership change, derived from the members' configuration: one leader
-// election, which takes up to two election timeouts (followers wait one
-// before they campaign, a split vote costs another), plus the timeout of
-// the write that was under way when the cluster stopped answering. A change
-// that cost quorum leaves the cluster unwritable for far longer.
-const maxWriteGap = 2*harness.ElectionTimeout + harness.WriteTimeout
+// maxWriteGap is how long the cluster may refuse writes while etcdlet
+// changes membership, derived from the members' election timeout. An action
+// of etcdlet that cost quorum (stopping or removing a member the cluster
+// needs) leaves it unable to write until that member is back, which in
+// these scenarios is never: the writer sees no write succeed again. What
+// else makes writes wait ends within a few election timeouts: an election
+// takes at most two, and a loaded machine's stalls delay raft by about as
+// much. The shorter gap a good handover gives (no election at all) is a
+// figure, measured by make bench, not a bound a test can hold on any machine.
+const maxWriteGap = 10 * harness.ElectionTimeout
 
 const convergeTimeout = 60 * time.Second
 
@@ -95,18 +98,23 @@ func seq(from, to int) []int {
 	return s
 }
 
-// checkWrites asserts the writer never saw the cluster unwritable for
-// longer than one leader election.
+// checkWrites asserts that the cluster kept quorum through the change the
+// test made: writes succeed again after it, and the cluster never refused
+// writes for longer than maxWriteGap.
 func checkWrites(t *testing.T, w *harness.Writer) {
 	t.Helper()
+	after := time.Now()
+	harness.Eventually(t, maxWriteGap, "a write succeeds after the membership change", func() error {
+		if r := w.Report(); r.LastOK.Before(after) {
+			return errorf("no write since %s; last error %v", after.Format(time.RFC3339Nano), r.LastErr)
+		}
+		return nil
+	})
 	w.Stop()
 	r := w.Report()
 	t.Logf("writer: %d writes, %d failed, longest gap %s", r.Writes, r.Failures, r.MaxGap)
-	if r.Writes == 0 {
-		t.Fatalf("writer made no successful write (last error %v)", r.LastErr)
-	}
 	if r.MaxGap > maxWriteGap {
-		t.Errorf("the cluster refused writes for %s (ending %s), longer than one leader election (%s); last error %v",
+		t.Errorf("the cluster refused writes for %s (ending %s), longer than an election and a loaded machine explain (%s): quorum was lost; last error %v",
 			r.MaxGap, r.GapEnd.Format(time.RFC3339Nano), maxWriteGap, r.LastErr)
 	}
 }

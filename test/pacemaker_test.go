@@ -79,9 +79,8 @@ func TestAgentPollsPacemaker(t *testing.T) {
 	})
 	a := c.Agent(1)
 	failedAt, _ := waitEtcdOperational(t, a, metav1.ConditionFalse)
-	if v, err := a.Metric(`etcdlet_pacemaker_condition{node="master-1",resource="Etcd",type="Operational"}`); err != nil || v != 0 {
-		t.Errorf("metric for master-1's Etcd Operational = %v, %v; want 0", v, err)
-	}
+	const operational = `etcdlet_pacemaker_condition{node="master-1",resource="Etcd",type="Operational"}`
+	waitMetric(t, a, operational, "0 (False)", equals(0))
 
 	copyFile(t, fixture(t, "healthy"), cib)
 	// The same object for both conditions: one poll's status.
@@ -93,12 +92,8 @@ func TestAgentPollsPacemaker(t *testing.T) {
 	if !online.LastTransitionTime.Before(&healthy.LastTransitionTime) {
 		t.Errorf("master-0 Online did not change status, yet its lastTransitionTime moved to %s", online.LastTransitionTime)
 	}
-	if v, err := a.Metric(`etcdlet_pacemaker_condition{node="master-1",resource="Etcd",type="Operational"}`); err != nil || v != 1 {
-		t.Errorf("metric after recovery = %v, %v; want 1", v, err)
-	}
-	if v, err := a.Metric("etcdlet_pacemaker_known"); err != nil || v != 1 {
-		t.Errorf("etcdlet_pacemaker_known = %v, %v", v, err)
-	}
+	waitMetric(t, a, operational, "1 (True) after recovery", equals(1))
+	waitMetric(t, a, "etcdlet_pacemaker_known", "1", equals(1))
 
 	// A CIB crm_mon cannot read makes the state unknown, never a stale
 	// "healthy". (An empty <cib/> is a cluster without nodes: unhealthy.)
@@ -115,9 +110,7 @@ func TestAgentPollsPacemaker(t *testing.T) {
 		}
 		return nil
 	})
-	if v, err := a.Metric("etcdlet_pacemaker_known"); err != nil || v != 0 {
-		t.Errorf("etcdlet_pacemaker_known = %v, %v after an unreadable CIB", v, err)
-	}
+	waitMetric(t, a, "etcdlet_pacemaker_known", "0 after an unreadable CIB", equals(0))
 }
 
 // waitEtcdOperational waits until master-1's Etcd Operational has the

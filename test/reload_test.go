@@ -109,13 +109,16 @@ func lastRejectionMentions(a *harness.Agent, reason string) bool {
 func waitPasses(t *testing.T, c *harness.Cluster, ns []int, k float64) {
 	t.Helper()
 	start := map[int]float64{}
-	for _, n := range ns {
-		v, err := c.Agent(n).Metric("etcdlet_reconcile_passes_total")
-		if err != nil {
-			t.Fatal(err)
+	harness.Eventually(t, 30*time.Second, "the pass counters read", func() error {
+		for _, n := range ns {
+			v, err := c.Agent(n).Metric("etcdlet_reconcile_passes_total")
+			if err != nil {
+				return err
+			}
+			start[n] = v
 		}
-		start[n] = v
-	}
+		return nil
+	})
 	harness.Eventually(t, 30*time.Second, fmt.Sprintf("%v more passes", k), func() error {
 		for _, n := range ns {
 			v, err := c.Agent(n).Metric("etcdlet_reconcile_passes_total")

@@ -105,9 +105,9 @@ func TestStaticPodManifestProtection(t *testing.T) {
 		t.Fatal(err)
 	}
 	a := c.Agent(1)
-	reverted := func(action string) float64 {
-		v, _ := a.Metric(fmt.Sprintf(`etcdlet_protected_file_changes_total{action=%q,file=%q}`, action, path))
-		return v
+	counted := func(action string) {
+		t.Helper()
+		waitMetric(t, a, fmt.Sprintf(`etcdlet_protected_file_changes_total{action=%q,file=%q}`, action, path), ">= 1", atLeast(1))
 	}
 	waitContent := func(what string, want []byte) {
 		t.Helper()
@@ -128,12 +128,13 @@ func TestStaticPodManifestProtection(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitContent("an edited manifest is reverted", original)
-	if reverted("reverted") < 1 {
-		t.Error("the revert was not counted")
-	}
-	if !logMentions(a, "imagePullPolicy: Always") {
-		t.Error("the revert was not logged with a diff naming the edit")
-	}
+	counted("reverted")
+	harness.Eventually(t, 30*time.Second, "the revert logged with a diff naming the edit", func() error {
+		if !logMentions(a, "imagePullPolicy: Always") {
+			return errorf("not logged yet")
+		}
+		return nil
+	})
 	if fi, _ := os.Stat(path); fi.Mode().Perm() != 0o600 {
 		t.Errorf("reverted manifest has mode %v", fi.Mode().Perm())
 	}
@@ -142,9 +143,7 @@ func TestStaticPodManifestProtection(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitContent("a deleted manifest is restored", original)
-	if reverted("restored") < 1 {
-		t.Error("the restore was not counted")
-	}
+	counted("restored")
 
 	optedOut := strings.Replace(edited, "  annotations:\n", "  annotations:\n    "+staticpod.DisableProtectionAnnotation+": \"\"\n", 1)
 	if err := os.WriteFile(path, []byte(optedOut), 0o600); err != nil {
@@ -154,9 +153,7 @@ func TestStaticPodManifestProtection(t *testing.T) {
 	if got, _ := os.ReadFile(path); string(got) != optedOut {
 		t.Fatal("a manifest carrying the opt-out annotation was changed")
 	}
-	if reverted("allowed") < 1 {
-		t.Error("the operator's change was not reported as allowed")
-	}
+	counted("allowed")
 	// Taking the annotation away hands the file back to etcdlet.
 	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)

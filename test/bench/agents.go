@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/etcdlet/etcdlet/test/harness"
@@ -15,61 +16,145 @@ const (
 	netStaticPod
 )
 
-// connectedSettle waits out etcd's rule that a membership change is
-// refused until every voter has been connected for 5s, on both sides
-// alike, so that the first cycle measures the change and not the rule.
+// connectedSettle waits out etcd's rule that a member is added only once
+// every voter has been connected to the leader for 5s (and removed only
+// once a quorum has), before every change and on both sides alike, so
+// that each figure measures the change and not the rule.
 const connectedSettle = 6 * time.Second
 
 // warmDown lets start-up work (first compactions, the first passes) end
 // before an idle window begins, on every side alike.
 const warmDown = 5 * time.Second
 
-// membershipFigures are one side's join and leave times.
+// nodes is the number of nodes of each side: three members and one that
+// is out of the cluster at the start of every cycle.
+const nodes = 4
+
+// membershipFigures are one side's times, per cycle.
 type membershipFigures struct {
-	join, leave []time.Duration
+	// join: members-file write → the node that was out a voter.
+	join []time.Duration
+	// leave: members-file write → the leader gone (handing over first).
+	leave []time.Duration
+	// gap: the longest time a writer saw no write succeed while the
+	// leader left.
+	gap []time.Duration
+}
+
+// cycle is one join-and-leave, the same on both sides: the node that is
+// out is listed and joins; then the leader is unlisted and leaves while a
+// writer writes. The node that left is the one out in the next cycle.
+type cycle struct {
+	t     *tb
+	c     *harness.Cluster
+	obs   *observer
+	write func(ns ...int)
+	// prepare, when set, readies the node that joins next, before the
+	// clock starts (the floor pre-starts its etcd process, as an agent
+	// runs before it is listed).
+	prepare func(joining int)
+	// settled returns once the side is ready for the next change after a
+	// node left (an agent moved its data aside; a floor process exited).
+	settled func(left int)
+}
+
+func (cy *cycle) run(runs int, label string) membershipFigures {
+	var f membershipFigures
+	out := nodes
+	for i := range runs {
+		all := seqTo(nodes)
+		if cy.prepare != nil {
+			cy.prepare(out)
+		}
+		time.Sleep(connectedSettle)
+		start := time.Now()
+		cy.write(all...)
+		f.join = append(f.join, cy.obs.waitFor(cy.c.PeerURL(out), voter).Sub(start))
+		cy.obs.waitVoters(nodes)
+
+		leader := cy.nodeOf(cy.obs.leader())
+		stay := slices.DeleteFunc(seqTo(nodes), func(n int) bool { return n == leader })
+		time.Sleep(connectedSettle)
+		w := cy.c.StartWriter(cy.obs.cli)
+		start = time.Now()
+		cy.write(stay...)
+		f.leave = append(f.leave, cy.obs.waitFor(cy.c.PeerURL(leader), absent).Sub(start))
+		cy.obs.waitVoters(nodes - 1)
+		w.Stop()
+		f.gap = append(f.gap, w.Report().MaxGap)
+		cy.settled(leader)
+		out = leader
+		fmt.Printf("  %-8s cycle %d: join %s, leader leaves %s, longest write gap %s\n", label, i+1,
+			round(f.join[i]), round(f.leave[i]), round(f.gap[i]))
+	}
+	return f
+}
+
+func (cy *cycle) nodeOf(peerURL string) int {
+	for n := 1; n <= nodes; n++ {
+		if cy.c.PeerURL(n) == peerURL {
+			return n
+		}
+	}
+	cy.t.Fatalf("the leader %s is none of the nodes", peerURL)
+	return 0
+}
+
+func seqTo(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = i + 1
+	}
+	return s
+}
+
+func clientURLs(c *harness.Cluster) []string {
+	var urls []string
+	for n := 1; n <= nodes; n++ {
+		urls = append(urls, c.ClientURL(n))
+	}
+	return urls
 }
 
 // measureAgents runs four agents with etcdlet's defaults (embedded
-// runtime), three listed, and times cycles of listing the fourth and
-// unlisting it again: from the members-file write to the observation of
-// the fourth member a voter, and gone. Then it measures the idle cost of
-// the three agents (each an agent with its etcd member in-process).
+// runtime), three listed, through the cycles. Then it measures the idle
+// cost of the three members' agents (each an agent with its etcd member
+// in-process).
 func measureAgents(t *tb, binary, dir string, runs int, idle time.Duration) (membershipFigures, usage) {
 	c := harness.NewCluster(t, binary, dir, harness.Options{Net: netAgents, Defaults: true})
 	c.WriteMembers(1, 2, 3)
-	for n := 1; n <= 4; n++ {
+	for n := 1; n <= nodes; n++ {
 		c.WriteConfig(n)
 		c.Start(n)
 	}
-	obs := newObserver(t, []string{c.ClientURL(1), c.ClientURL(2), c.ClientURL(3)})
+	obs := newObserver(t, clientURLs(c))
 	c.Wait(c.Client(), changeDeadline, 1, 2, 3)
-	time.Sleep(connectedSettle)
-	fourth := c.PeerURL(4)
 
-	var f membershipFigures
-	for i := range runs {
-		start := time.Now()
-		c.WriteMembers(1, 2, 3, 4)
-		f.join = append(f.join, obs.waitFor(fourth, voter).Sub(start))
-		c.Wait(c.Client(), changeDeadline, 1, 2, 3, 4)
-
-		start = time.Now()
-		c.WriteMembers(1, 2, 3)
-		f.leave = append(f.leave, obs.waitFor(fourth, absent).Sub(start))
-		c.Wait(c.Client(), changeDeadline, 1, 2, 3)
-		// The next cycle starts once agent 4 stopped its member and moved
-		// its data aside, as it does before it is listed again.
-		harness.Eventually(t, changeDeadline, "agent 4 moved its data aside", func() error {
-			if moved := c.Agent(4).CountLog("moved data dir aside; it is kept, not deleted", nil); moved < i+1 {
-				return fmt.Errorf("%d moves so far, want %d", moved, i+1)
+	moves := map[int]int{}
+	cy := &cycle{t: t, c: c, obs: obs, write: c.WriteMembers, settled: func(left int) {
+		// The next cycle lists the node again once its agent stopped the
+		// member and moved its data aside, as it does before rejoining.
+		moves[left]++
+		harness.Eventually(t, changeDeadline, fmt.Sprintf("agent %d moved its data aside", left), func() error {
+			if moved := c.Agent(left).CountLog("moved data dir aside; it is kept, not deleted", nil); moved < moves[left] {
+				return fmt.Errorf("%d moves so far, want %d", moved, moves[left])
 			}
 			return nil
 		})
-		fmt.Printf("  etcdlet  cycle %d: join %s, leave %s\n", i+1, round(f.join[i]), round(f.leave[i]))
+	}}
+	f := cy.run(runs, "etcdlet")
+
+	members, _ := obs.members()
+	var pids []int
+	for n := 1; n <= nodes; n++ {
+		if slices.Contains(members, c.PeerURL(n)) {
+			pids = append(pids, c.Agent(n).PID())
+		} else {
+			c.Agent(n).Stop()
+		}
 	}
-	c.Agent(4).Stop()
 	time.Sleep(warmDown)
-	return f, idleUsage(t, agentPIDs(c, 1, 2, 3), idle)
+	return f, idleUsage(t, pids, idle)
 }
 
 func agentPIDs(c *harness.Cluster, ns ...int) []int {

@@ -24,7 +24,6 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/server/v3/embed"
 	"go.uber.org/zap"
 
 	"github.com/etcdlet/etcdlet/daemon/identity"
@@ -57,11 +56,7 @@ func runMember() {
 	if err := json.NewDecoder(os.Stdin).Decode(&spec); err != nil {
 		fail(fmt.Errorf("read spec: %w", err))
 	}
-	cfg, err := embedded.Config(spec, slog.New(slog.NewTextHandler(io.Discard, nil)))
-	if err != nil {
-		fail(err)
-	}
-	e, err := embed.StartEtcd(cfg)
+	e, err := embedded.Start(spec, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	if err != nil {
 		fail(err)
 	}
@@ -81,15 +76,44 @@ type floorMember struct {
 	done  chan struct{}
 }
 
-// floorCluster is the floor's three members, its fourth, and its members
-// file (the harness cluster gives addresses, ports and the file writer,
-// the same as the agents').
+// floorCluster is the floor's nodes, their etcd processes, and its
+// members file (the harness cluster gives addresses, ports and the file
+// writer, the same as the agents').
 type floorCluster struct {
 	t      *tb
 	self   string
 	c      *harness.Cluster
 	scheme identity.Scheme
 	cli    *clientv3.Client
+
+	mu        sync.Mutex
+	procs     map[int]*floorMember     // node -> its etcd process
+	ids       map[int]uint64           // node -> its member ID while a member
+	clients   map[int]*clientv3.Client // node -> a client of its endpoint alone
+	iteration int                      // names fresh data dirs
+}
+
+// node returns a client of node n's endpoint alone, dialed once.
+func (f *floorCluster) node(n int) *clientv3.Client {
+	if c, ok := f.clients[n]; ok {
+		return c
+	}
+	c, err := clientv3.New(clientv3.Config{Endpoints: []string{f.c.ClientURL(n)}, DialTimeout: time.Second, Logger: zap.NewNop()})
+	f.t.check(err, "floor: client of one node")
+	f.t.Cleanup(func() { c.Close() })
+	f.clients[n] = c
+	return c
+}
+
+// staying is a member other than n.
+func (f *floorCluster) staying(n int) int {
+	for m := 1; m <= nodes; m++ {
+		if m != n && f.ids[m] != 0 {
+			return m
+		}
+	}
+	f.t.Fatalf("floor: no member but node %d", n)
+	return 0
 }
 
 // prestart starts a member process that waits for its spec.
@@ -140,98 +164,112 @@ func (f *floorCluster) spec(n int, initialCluster, state string, iteration int) 
 	}
 }
 
-// measureFloor runs the floor cluster through the same cycles as the
-// agents, timed the same way: from the members-file write to the same
-// observation. Then it measures the idle cost of the three members.
+// measureFloor runs the floor through the same cycles as the agents,
+// timed the same way: from the members-file write to the same observation.
+// Then it measures the idle cost of the three members.
 func measureFloor(t *tb, dir string, runs int, idle time.Duration) (membershipFigures, usage) {
 	self, err := os.Executable()
 	t.check(err, "find the benchmark's own executable")
 	c := harness.NewCluster(t, "", dir, harness.Options{Net: netFloor})
-	f := &floorCluster{t: t, self: self, c: c,
+	f := &floorCluster{t: t, self: self, c: c, procs: map[int]*floorMember{}, ids: map[int]uint64{}, clients: map[int]*clientv3.Client{},
 		scheme: identity.Scheme{Cluster: "etcd-main", PeerScheme: "http", ClientScheme: "http", PeerPort: c.Ports.Peer, ClientPort: c.Ports.Client}}
 
 	initial := identity.InitialCluster(f.scheme.ForAll([]netip.Addr{mustAddr(c.IP(1)), mustAddr(c.IP(2)), mustAddr(c.IP(3))}))
-	var members []*floorMember
 	for n := 1; n <= 3; n++ {
-		m := f.prestart()
-		f.run(m, f.spec(n, initial, runtime.StateNew, 0))
-		members = append(members, m)
+		f.procs[n] = f.prestart()
+		f.run(f.procs[n], f.spec(n, initial, runtime.StateNew, 0))
 	}
-	endpoints := []string{c.ClientURL(1), c.ClientURL(2), c.ClientURL(3)}
-	f.cli, err = clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second, Logger: zap.NewNop()})
+	f.cli, err = clientv3.New(clientv3.Config{Endpoints: clientURLs(c), DialTimeout: time.Second, Logger: zap.NewNop()})
 	t.check(err, "floor etcd client")
 	t.Cleanup(func() { f.cli.Close() })
-	obs := newObserver(t, endpoints)
+	obs := newObserver(t, clientURLs(c))
 	obs.waitVoters(3)
+	f.learnIDs()
 	c.WriteMembers(1, 2, 3)
-	time.Sleep(connectedSettle)
 
-	// The controller: on each event of the members file, act on the
-	// fourth address's arrival or departure. The cycle hands it the
-	// pre-started fourth process before it writes the file.
-	var (
-		mu        sync.Mutex
-		fourth    *floorMember
-		iteration int
-		fourthID  uint64
-		listed    bool
-	)
+	// The controller: on each event of the members file, add the nodes
+	// that are new to it and remove those it no longer lists.
+	listed := map[int]bool{1: true, 2: true, 3: true}
 	stopWatch := watchMembersFile(t, c.Members, func(list []string) {
-		mu.Lock()
-		defer mu.Unlock()
-		switch now := slices.Contains(list, c.IP(4)); {
-		case now && !listed:
-			listed = true
-			fourthID = f.add(fourth, iteration)
-		case !now && listed:
-			listed = false
-			f.remove(fourthID)
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for n := 1; n <= nodes; n++ {
+			switch now := slices.Contains(list, c.IP(n)); {
+			case now && !listed[n]:
+				listed[n] = true
+				f.add(n)
+			case !now && listed[n]:
+				listed[n] = false
+				f.remove(n)
+			}
 		}
 	})
 	defer stopWatch()
 
-	var fig membershipFigures
-	for i := range runs {
-		m := f.prestart()
-		mu.Lock()
-		fourth, iteration = m, i+1
-		mu.Unlock()
-		start := time.Now()
-		c.WriteMembers(1, 2, 3, 4)
-		fig.join = append(fig.join, obs.waitFor(c.PeerURL(4), voter).Sub(start))
-		obs.waitVoters(4)
+	cy := &cycle{t: t, c: c, obs: obs, write: c.WriteMembers,
+		prepare: func(joining int) {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.iteration++
+			f.procs[joining] = f.prestart()
+		},
+		settled: func(left int) {
+			f.mu.Lock()
+			m := f.procs[left]
+			f.mu.Unlock()
+			// etcd stops a removed member's server: its process exits.
+			select {
+			case <-m.done:
+			case <-time.After(changeDeadline):
+				t.Fatalf("floor: the removed member's process did not exit within %s", changeDeadline)
+			}
+		}}
+	fig := cy.run(runs, "floor")
 
-		start = time.Now()
-		c.WriteMembers(1, 2, 3)
-		fig.leave = append(fig.leave, obs.waitFor(c.PeerURL(4), absent).Sub(start))
-		m.stop()
-		obs.waitVoters(3)
-		fmt.Printf("  floor    cycle %d: join %s, leave %s\n", i+1, round(fig.join[i]), round(fig.leave[i]))
-	}
 	time.Sleep(warmDown)
 	var pids []int
-	for _, m := range members {
-		pids = append(pids, m.cmd.Process.Pid)
+	f.mu.Lock()
+	for n, listedNow := range listed {
+		if listedNow {
+			pids = append(pids, f.procs[n].cmd.Process.Pid)
+		}
 	}
+	f.mu.Unlock()
 	return fig, idleUsage(t, pids, idle)
 }
 
-// add adds the fourth member as a learner, starts it, and promotes it as
-// soon as etcd allows.
-func (f *floorCluster) add(m *floorMember, iteration int) uint64 {
+// learnIDs records the member IDs of the bootstrapped members.
+func (f *floorCluster) learnIDs() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	added, err := f.cli.MemberAddAsLearner(ctx, []string{f.c.PeerURL(4)})
+	defer cancel()
+	resp, err := f.cli.MemberList(ctx)
+	f.t.check(err, "floor: member list")
+	for _, m := range resp.Members {
+		for n := 1; n <= nodes; n++ {
+			if slices.Contains(m.PeerURLs, f.c.PeerURL(n)) {
+				f.ids[n] = m.ID
+			}
+		}
+	}
+}
+
+// add adds node n as a learner, starts its pre-started process, and
+// promotes it as soon as etcd allows.
+func (f *floorCluster) add(n int) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	added, err := f.cli.MemberAddAsLearner(ctx, []string{f.c.PeerURL(n)})
 	cancel()
 	f.t.check(err, "floor: add learner")
 	var parts []string
 	for _, m := range added.Members {
 		name := m.Name
 		if m.ID == added.Member.ID {
-			name = f.scheme.For(mustAddr(f.c.IP(4))).Name
+			name = f.scheme.For(mustAddr(f.c.IP(n))).Name
 		}
 		parts = append(parts, name+"="+m.PeerURLs[0])
 	}
-	f.run(m, f.spec(4, strings.Join(parts, ","), runtime.StateExisting, iteration))
+	f.run(f.procs[n], f.spec(n, strings.Join(parts, ","), runtime.StateExisting, f.iteration))
+	f.ids[n] = added.Member.ID
 	deadline := time.Now().Add(changeDeadline)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -240,7 +278,7 @@ func (f *floorCluster) add(m *floorMember, iteration int) uint64 {
 		// A promote the client retried after it applied answers "not a
 		// learner": done all the same.
 		if err == nil || sameError(err, rpctypes.ErrGRPCMemberNotLearner) {
-			return added.Member.ID
+			return
 		}
 		if time.Now().After(deadline) {
 			f.t.Fatalf("floor: the learner was not promoted within %s: %v", changeDeadline, err)
@@ -249,16 +287,28 @@ func (f *floorCluster) add(m *floorMember, iteration int) uint64 {
 	}
 }
 
-// remove removes the fourth member.
-func (f *floorCluster) remove(id uint64) {
+// remove removes node n through a member that stays; a leader first hands
+// leadership to such a member, as etcdlet does.
+func (f *floorCluster) remove(n int) {
+	id, to := f.ids[n], f.staying(n)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	s, err := f.node(n).Status(ctx, f.c.ClientURL(n))
+	cancel()
+	if err == nil && s.Leader == id {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := f.node(n).MoveLeader(ctx, f.ids[to])
+		cancel()
+		f.t.check(err, "floor: move leader")
+	}
 	deadline := time.Now().Add(changeDeadline)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		_, err := f.cli.MemberRemove(ctx, id)
+		_, err := f.node(to).MemberRemove(ctx, id)
 		cancel()
 		// A removal the client retried after it applied answers "member
 		// not found": done all the same.
 		if err == nil || sameError(err, rpctypes.ErrGRPCMemberNotFound) {
+			f.ids[n] = 0
 			return
 		}
 		if time.Now().After(deadline) {

@@ -35,6 +35,8 @@ func main() {
 	runs := flag.Int("runs", 5, "join/leave cycles per side, and agent restarts")
 	idle := flag.Duration("idle", time.Minute, "how long each idle CPU and RSS window lasts")
 	limit := flag.Duration("limit", 30*time.Minute, "fail the benchmark if it has not finished by then")
+	keep := flag.Bool("keep", false, "keep the working directory (agent logs, data dirs) and print where it is")
+	staticPod := flag.Bool("static-pod", true, "measure the static-pod runtime too (false: membership and the embedded runtime only)")
 	flag.Parse()
 
 	t := &tb{}
@@ -42,10 +44,18 @@ func main() {
 	t.limit(*limit)
 	dir, err := os.MkdirTemp("", "etcdlet-bench-")
 	t.check(err, "temporary directory")
-	t.Cleanup(func() { os.RemoveAll(dir) })
+	t.Cleanup(func() {
+		if *keep {
+			fmt.Fprintln(os.Stderr, "bench: kept", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	})
 	binary, err := harness.BuildBinary(dir)
 	t.check(err, "build etcdlet")
-	harness.EtcdBinary(t) // the static-pod part needs it: fail now, not after the rest
+	if *staticPod {
+		harness.EtcdBinary(t) // the static-pod part needs it: fail now, not after the rest
+	}
 
 	fmt.Printf("etcdlet benchmark on loopback: %d join/leave cycles per side, idle windows of %s\n", *runs, *idle)
 	fmt.Printf("agents run with etcdlet's defaults: agent.reconcileInterval %s, agent.logLevel %s, agent.logFormat %s, etcd.logLevel %s\n",
@@ -60,13 +70,17 @@ func main() {
 	t.section(func() { m.floor, m.floorIdle = measureFloor(t, filepath.Join(dir, "floor"), *runs, *idle) })
 
 	var sp staticPodFigures
-	t.section(func() { measureRenderWrite(t, filepath.Join(dir, "render"), 2000, &sp) })
-	t.section(func() { measureReady(t, binary, filepath.Join(dir, "ready"), *runs, &sp) })
-	t.section(func() { measureStaticPodIdle(t, binary, filepath.Join(dir, "staticpod"), *idle, &sp) })
+	if *staticPod {
+		t.section(func() { measureRenderWrite(t, filepath.Join(dir, "render"), 2000, &sp) })
+		t.section(func() { measureReady(t, binary, filepath.Join(dir, "ready"), *runs, &sp) })
+		t.section(func() { measureStaticPodIdle(t, binary, filepath.Join(dir, "staticpod"), *idle, &sp) })
+	}
 
 	fmt.Println()
 	reportMembership(m)
-	reportStaticPod(sp)
+	if *staticPod {
+		reportStaticPod(sp)
+	}
 }
 
 // membershipReport is what the membership and embedded-runtime part

@@ -11,9 +11,9 @@ import (
 )
 
 // observer is the one observation both sides are timed by: the member
-// list, asked every pollEvery through a client of the three members that
-// stay, until the fourth member (known by its peer URL, which it has from
-// the moment it is added) is a voter, or is gone.
+// list, asked every pollEvery through a client of all four nodes, until
+// the member that joins (known by its peer URL, which it has from the
+// moment it is added) is a voter, or the member that leaves is gone.
 type observer struct {
 	t   *tb
 	cli *clientv3.Client
@@ -32,7 +32,7 @@ func newObserver(t *tb, endpoints []string) *observer {
 	return &observer{t: t, cli: cli}
 }
 
-// memberState is what the list says of the fourth member.
+// memberState is what the list says of one member.
 type memberState int
 
 const (
@@ -89,4 +89,46 @@ func (o *observer) waitVoters(n int) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	o.t.Fatalf("the cluster did not reach %d started voters within %s", n, changeDeadline)
+}
+
+// leader returns the peer URL of the member that leads, as its own Status
+// says.
+func (o *observer) leader() string {
+	deadline := time.Now().Add(changeDeadline)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		resp, err := o.cli.MemberList(ctx)
+		cancel()
+		if err == nil {
+			for _, m := range resp.Members {
+				if len(m.ClientURLs) == 0 {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				s, err := o.cli.Status(ctx, m.ClientURLs[0])
+				cancel()
+				if err == nil && s.Leader == m.ID && len(m.PeerURLs) > 0 {
+					return m.PeerURLs[0]
+				}
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	o.t.Fatalf("no member led within %s", changeDeadline)
+	return ""
+}
+
+// members returns the peer URLs of the current members.
+func (o *observer) members() ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	resp, err := o.cli.MemberList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	var urls []string
+	for _, m := range resp.Members {
+		urls = append(urls, m.PeerURLs...)
+	}
+	return urls, nil
 }

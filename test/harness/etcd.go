@@ -124,6 +124,7 @@ type Writer struct {
 	done chan struct{}
 
 	mu       sync.Mutex
+	start    time.Time
 	lastOK   time.Time
 	maxGap   time.Duration
 	gapEnd   time.Time
@@ -137,7 +138,7 @@ const WriteTimeout = time.Second
 
 // StartWriter writes a key every 20ms, each write with WriteTimeout.
 func (c *Cluster) StartWriter(cli *clientv3.Client) *Writer {
-	w := &Writer{stop: make(chan struct{}), done: make(chan struct{})}
+	w := &Writer{stop: make(chan struct{}), done: make(chan struct{}), start: time.Now()}
 	go func() {
 		defer close(w.done)
 		for i := 0; ; i++ {
@@ -166,8 +167,12 @@ func (w *Writer) record(err error) {
 		return
 	}
 	w.writes++
-	if !w.lastOK.IsZero() && now.Sub(w.lastOK) > w.maxGap {
-		w.maxGap, w.gapEnd = now.Sub(w.lastOK), now
+	since := w.lastOK
+	if since.IsZero() {
+		since = w.start
+	}
+	if now.Sub(since) > w.maxGap {
+		w.maxGap, w.gapEnd = now.Sub(since), now
 	}
 	w.lastOK = now
 }
@@ -182,11 +187,13 @@ func (w *Writer) Stop() {
 	<-w.done
 }
 
-// Report is what the writer saw.
+// Report is what the writer saw. MaxGap is the longest time without a
+// successful write, counted from the writer's start.
 type Report struct {
 	Writes, Failures int
 	MaxGap           time.Duration
 	GapEnd           time.Time
+	LastOK           time.Time
 	LastErr          error
 }
 
@@ -194,5 +201,5 @@ type Report struct {
 func (w *Writer) Report() Report {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return Report{Writes: w.writes, Failures: w.failures, MaxGap: w.maxGap, GapEnd: w.gapEnd, LastErr: w.lastErr}
+	return Report{Writes: w.writes, Failures: w.failures, MaxGap: w.maxGap, GapEnd: w.gapEnd, LastOK: w.lastOK, LastErr: w.lastErr}
 }

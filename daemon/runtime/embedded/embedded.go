@@ -61,13 +61,9 @@ func (r *Runtime) Apply(_ context.Context, spec runtime.Spec) error {
 	}
 	r.mu.Unlock()
 
-	cfg, err := Config(spec, r.log)
+	e, err := Start(spec, r.log)
 	if err != nil {
 		return err
-	}
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		return fmt.Errorf("start embedded etcd %s: %w", spec.Name, err)
 	}
 	inst := &instance{etcd: e}
 	r.mu.Lock()
@@ -150,8 +146,25 @@ func (r *Runtime) notify() {
 	}
 }
 
-// Config builds the embed configuration for a spec.
-func Config(spec runtime.Spec, log *slog.Logger) (*embed.Config, error) {
+// Start starts an embedded etcd server for a spec, with etcdlet's
+// configuration of it; it returns once the listeners are up.
+func Start(spec runtime.Spec, log *slog.Logger) (*embed.Etcd, error) {
+	srv := &stoppingServer{}
+	cfg, err := serverConfig(spec, log)
+	if err != nil {
+		return nil, err
+	}
+	cfg.GRPCAdditionalServerOptions = append(cfg.GRPCAdditionalServerOptions, removalRaceOptions(log, srv)...)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start embedded etcd %s: %w", spec.Name, err)
+	}
+	srv.server.Store(e.Server)
+	return e, nil
+}
+
+// serverConfig builds the embed configuration for a spec.
+func serverConfig(spec runtime.Spec, log *slog.Logger) (*embed.Config, error) {
 	cfg := embed.NewConfig()
 	cfg.Name = spec.Name
 	cfg.Dir = spec.DataDir
