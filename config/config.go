@@ -21,6 +21,10 @@ const (
 	DefaultReconcileInterval = 5 * time.Second
 	DefaultCallTimeout       = 2 * time.Second
 	DefaultLockTTL           = 15 * time.Second
+	DefaultAgentPeerPort     = 2382
+	DefaultLearnerTimeout    = 10 * time.Minute
+	DefaultMoveAsideLimit    = 3
+	DefaultMoveAsideWindow   = time.Hour
 	DefaultEtcdLogLevel      = "warn"
 	DefaultLogLevel          = "info"
 	DefaultLogFormat         = LogFormatAuto
@@ -95,6 +99,15 @@ type Etcd struct {
 	ExtraArgs        map[string]string `yaml:"extraArgs,omitempty"`
 	// LogLevel of the embedded etcd server's log (debug, info, warn, error).
 	LogLevel string `yaml:"logLevel"`
+	// DataDirMustBeMount refuses to run the member when the data dir is
+	// not a mount point: a disk that failed to mount leaves an empty
+	// directory, which must not read as "the data is gone, rejoin".
+	DataDirMustBeMount bool `yaml:"dataDirMustBeMount,omitempty"`
+	// MoveAsideLimit data dirs moved aside within MoveAsideWindow make the
+	// node stop rejoining until the operator acknowledges: something is
+	// flapping, and every rejoin copies the whole keyspace again.
+	MoveAsideLimit  int           `yaml:"moveAsideLimit"`
+	MoveAsideWindow time.Duration `yaml:"moveAsideWindow"`
 }
 
 // EtcdTLS holds the certificates of the local member. When a section has a
@@ -122,12 +135,19 @@ type Agent struct {
 	Listen string `yaml:"listen"`
 	// EtcdClientTLS is what etcdlet presents when it calls etcd. Defaults to
 	// etcd.tls.client's certificate and key, trusting etcd.tls.client's CA.
-	EtcdClientTLS     TLSFiles      `yaml:"etcdClientTLS,omitempty"`
+	EtcdClientTLS TLSFiles `yaml:"etcdClientTLS,omitempty"`
+	// PeerPort is the agent peer endpoint on the node address: other
+	// agents ask it whether this node may bootstrap, and wake it when they
+	// added it as a learner. TLS with etcd.tls.peer when that is set.
+	PeerPort          int           `yaml:"peerPort"`
 	ReconcileInterval time.Duration `yaml:"reconcileInterval"`
 	CallTimeout       time.Duration `yaml:"callTimeout"`
 	LockTTL           time.Duration `yaml:"lockTTL"`
-	LogLevel          string        `yaml:"logLevel"`
-	LogFormat         string        `yaml:"logFormat"`
+	// LearnerTimeout is how long a learner may stay unpromoted before the
+	// writer removes it: it holds etcd's single learner slot meanwhile.
+	LearnerTimeout time.Duration `yaml:"learnerTimeout"`
+	LogLevel       string        `yaml:"logLevel"`
+	LogFormat      string        `yaml:"logFormat"`
 }
 
 // ClientScheme is the scheme of client URLs: https when the member has a
@@ -153,6 +173,11 @@ func (c *Config) ClientTLS() TLSFiles {
 	}
 	return c.Etcd.TLS.Client
 }
+
+// LockSection bounds the writer's locked section (re-observe, plan, act):
+// the lease's TTL less two call timeouts, room for the unlock and for a
+// keep-alive that comes late. Validation keeps it at least a call timeout.
+func (a Agent) LockSection() time.Duration { return a.LockTTL - 2*a.CallTimeout }
 
 // BootstrapToken is the initial-cluster-token for a new cluster.
 func (c *Config) BootstrapToken() string {
@@ -180,6 +205,10 @@ func (c *Config) applyDefaults(explicit map[string]bool) {
 	setUnlessExplicit(explicit, "agent.reconcileInterval", &c.Agent.ReconcileInterval, DefaultReconcileInterval)
 	setUnlessExplicit(explicit, "agent.callTimeout", &c.Agent.CallTimeout, DefaultCallTimeout)
 	setUnlessExplicit(explicit, "agent.lockTTL", &c.Agent.LockTTL, DefaultLockTTL)
+	setUnlessExplicit(explicit, "agent.peerPort", &c.Agent.PeerPort, DefaultAgentPeerPort)
+	setUnlessExplicit(explicit, "agent.learnerTimeout", &c.Agent.LearnerTimeout, DefaultLearnerTimeout)
+	setUnlessExplicit(explicit, "etcd.moveAsideLimit", &c.Etcd.MoveAsideLimit, DefaultMoveAsideLimit)
+	setUnlessExplicit(explicit, "etcd.moveAsideWindow", &c.Etcd.MoveAsideWindow, DefaultMoveAsideWindow)
 	c.StaticPod.applyDefaults()
 	setUnlessExplicit(explicit, "protection.interval", &c.Protection.Interval, DefaultProtectionInterval)
 	c.Pacemaker.applyDefaults(explicit)

@@ -45,7 +45,7 @@ func TestValidationRules(t *testing.T) {
 			"members.source: required: static or file",
 		}},
 		{"unknown field", base + "etcd:\n  datadir: /x\n", []string{
-			"etcd.datadir: unknown field (line 7); known fields here: clientPort, dataDir, extraArgs, listenMetricsURL, logLevel, peerPort, runtime, tls",
+			"etcd.datadir: unknown field (line 7); known fields here: clientPort, dataDir, dataDirMustBeMount, extraArgs, listenMetricsURL, logLevel, moveAsideLimit, moveAsideWindow, peerPort, runtime, tls",
 		}},
 		{"duplicate key", base + "cluster:\n  name: other\n", []string{
 			"cluster: defined twice (lines 1 and 6)",
@@ -128,7 +128,7 @@ func TestValidationRules(t *testing.T) {
 			`agent.logFormat: "xml": must be auto, text or json`,
 		}},
 		{"call timeout against lock TTL", base + "agent:\n  callTimeout: 6s\n  lockTTL: 15s\n", []string{
-			`agent.callTimeout: "6s": must be at most a third of agent.lockTTL (15s), so a membership change ends before the writer lock can expire`,
+			`agent.callTimeout: "6s": must be at most a third of agent.lockTTL (15s), so that the writer's locked section (lockTTL less two call timeouts) ends well before the lock can expire`,
 		}},
 		{"static pod fields", strings.Replace(base, "source: static", "source: static", 1) + "etcd:\n  runtime: static-pod\n  dataDir: /etc/kubernetes/manifests/data\nstaticPod:\n  image: 'etcd 3.7'\n  imagePullPolicy: Sometimes\n  command: ' '\n  cpuRequest: lots\n  memoryRequest: -1Gi\n", []string{
 			`staticPod.manifestDir: "/etc/kubernetes/manifests": must not contain etcd.dataDir or agent.stateDir: the kubelet reads every file in it`,
@@ -198,6 +198,19 @@ func TestValidationRules(t *testing.T) {
 		}},
 		{"a loopback member listens for clients on its own IP only", "cluster:\n  name: etcd-main\nmembers:\n  source: static\n  addresses: [127.0.0.2, 127.0.0.3]\nnode:\n  address: 127.0.0.2\netcd:\n  listenMetricsURL: http://127.0.0.1:2379\nagent:\n  listen: 127.0.0.3:2380\n", nil},
 		{"agent port 0 never overlaps", base + "agent:\n  listen: 127.0.0.1:0\n", nil},
+		{"agent peer endpoint on the etcd peer port", base + "node:\n  address: 192.0.2.3\nagent:\n  peerPort: 2380\n", []string{
+			`agent.peerPort: 2380: must not overlap the etcd peer listener 192.0.2.3:2380: no two listeners may use the same port on the same address or a wildcard one`,
+		}},
+		{"metrics wildcard on the agent peer port", base + "etcd:\n  listenMetricsURL: http://0.0.0.0:2382\n", []string{
+			`agent.peerPort: 2382: must not overlap the etcd metrics listener 0.0.0.0:2382: no two listeners may use the same port on the same address or a wildcard one`,
+		}},
+		{"learner timeout too short", base + "agent:\n  learnerTimeout: 1s\n", []string{
+			`agent.learnerTimeout: "1s": must be at least 5s: a learner needs time to catch up`,
+		}},
+		{"move-aside limit and window", base + "etcd:\n  moveAsideLimit: 0\n  moveAsideWindow: 10s\n", []string{
+			`etcd.moveAsideLimit: 0: must be at least 1`,
+			`etcd.moveAsideWindow: "10s": must be at least 1m`,
+		}},
 		{"explicit zero ports", base + "etcd:\n  clientPort: 0\n  peerPort: 0\n", []string{
 			"etcd.clientPort: 0: must be between 1 and 65535",
 			"etcd.peerPort: 0: must be between 1 and 65535",
@@ -233,6 +246,9 @@ func TestValidationRules(t *testing.T) {
 			`etcd.extraArgs.config-file: "/etc/etcd/etcd.conf.yml": must not be set: etcd ignores every other flag when --config-file is set, so it would override everything etcdlet sets`,
 			`etcd.extraArgs.discovery-endpoints: "http://192.0.2.9:2379": must not be set: --discovery-endpoints configures etcd's discovery, and membership comes from the member list`,
 			`etcd.extraArgs.wal-dir: "/var/lib/etcd-wal": etcdlet sets --wal-dir itself: etcdlet moves the data dir aside as one unit; a separate WAL dir would be left behind`,
+		}},
+		{"the strict reconfiguration check stays on", base + "etcd:\n  extraArgs:\n    strict-reconfig-check: \"false\"\n", []string{
+			`etcd.extraArgs.strict-reconfig-check: "false": must not be set: it must stay on, so that etcd itself refuses a membership change that would leave too few connected members, the last line of defence behind etcdlet's own checks`,
 		}},
 	}
 	for _, tt := range tests {

@@ -48,7 +48,7 @@ func (c *Config) checkListeners(errs *Errors) {
 }
 
 // listeners returns the listeners a valid port or URL describes, in the
-// order client, peer, metrics, agent. They model what the runtimes open:
+// order client, peer, metrics, agent peer endpoint, agent. They model what the runtimes open:
 // etcd listens for clients on the member IP and, unless it is a loopback
 // address, on the loopback address of its family; for peers on the member
 // IP; for metrics where etcd.listenMetricsURL says.
@@ -74,6 +74,9 @@ func (c *Config) listeners() []listener {
 		if addr, port, ok := hostPort(u.Hostname(), u.Port()); ok {
 			ls = append(ls, listener{"etcd.listenMetricsURL", c.Etcd.ListenMetricsURL, "the etcd metrics listener", []netip.Addr{addr}, port})
 		}
+	}
+	if validPort(c.Agent.PeerPort) {
+		ls = append(ls, listener{"agent.peerPort", c.Agent.PeerPort, "the agent peer endpoint", members, c.Agent.PeerPort})
 	}
 	if host, portText, err := net.SplitHostPort(c.Agent.Listen); err == nil {
 		// Port 0 asks for a free port, which never overlaps.

@@ -72,6 +72,8 @@ func ExtraArgRule(name string) string {
 	switch how, owned := ownedEtcdFlags[name]; {
 	case owned:
 		return fmt.Sprintf("etcdlet sets --%s itself: %s", name, how)
+	case name == "strict-reconfig-check":
+		return "must not be set: it must stay on, so that etcd itself refuses a membership change that would leave too few connected members, the last line of defence behind etcdlet's own checks"
 	case name == "config-file":
 		return "must not be set: etcd ignores every other flag when --config-file is set, so it would override everything etcdlet sets"
 	case strings.HasPrefix(name, "discovery-"):
@@ -167,6 +169,12 @@ func (c *Config) validateEtcd(errs *Errors) {
 	if !slices.Contains(logLevels, e.LogLevel) {
 		errs.add("etcd.logLevel", e.LogLevel, "must be one of %s", strings.Join(logLevels, ", "))
 	}
+	if e.MoveAsideLimit < 1 {
+		errs.add("etcd.moveAsideLimit", e.MoveAsideLimit, "must be at least 1")
+	}
+	if e.MoveAsideWindow < time.Minute {
+		errs.add("etcd.moveAsideWindow", e.MoveAsideWindow, "must be at least 1m")
+	}
 }
 
 func (c *Config) validateAgent(errs *Errors) {
@@ -186,6 +194,10 @@ func (c *Config) validateAgent(errs *Errors) {
 			errs.add("agent.listen", a.Listen, "port must be between 0 and 65535")
 		}
 	}
+	checkPort(errs, "agent.peerPort", a.PeerPort)
+	if a.LearnerTimeout < 5*time.Second {
+		errs.add("agent.learnerTimeout", a.LearnerTimeout, "must be at least 5s: a learner needs time to catch up")
+	}
 	checkTLSFiles(errs, "agent.etcdClientTLS", a.EtcdClientTLS)
 	if a.ReconcileInterval < 100*time.Millisecond {
 		errs.add("agent.reconcileInterval", a.ReconcileInterval, "must be at least 100ms")
@@ -196,7 +208,7 @@ func (c *Config) validateAgent(errs *Errors) {
 	if a.CallTimeout < 100*time.Millisecond || a.CallTimeout > time.Minute {
 		errs.add("agent.callTimeout", a.CallTimeout, "must be between 100ms and 1m")
 	} else if a.CallTimeout*3 > a.LockTTL {
-		errs.add("agent.callTimeout", a.CallTimeout, "must be at most a third of agent.lockTTL (%s), so a membership change ends before the writer lock can expire", a.LockTTL)
+		errs.add("agent.callTimeout", a.CallTimeout, "must be at most a third of agent.lockTTL (%s), so that the writer's locked section (lockTTL less two call timeouts) ends well before the lock can expire", a.LockTTL)
 	}
 	if !slices.Contains(logLevels, a.LogLevel) {
 		errs.add("agent.logLevel", a.LogLevel, "must be one of %s", strings.Join(logLevels, ", "))

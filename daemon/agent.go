@@ -1,28 +1,33 @@
-// Package daemon is the etcdlet agent: one level-triggered loop that, on
-// every pass, reads the desired member list, observes the cluster, decides
-// about the local member, and lets the membership reconciler make at most
-// one change. Each concern lives in its own sub-package; this package only
-// wires them together.
+// Package daemon is the etcdlet agent's composition root: it builds the
+// node controller (daemon/node) from real components (the etcd client
+// pool, the writer lock, the runtime, the data dir, the state store, the
+// members-file watch, the agent peer endpoint), runs it on a timer that
+// every event shortens, and serves the agent's HTTP listeners. The
+// decisions live in the packages below; this package only wires them.
 package daemon
 
 import (
 	"context"
+	"crypto/tls"
+	"errors"
 	"fmt"
 	"log/slog"
-	"math"
 	"net"
+	"net/http"
 	"net/netip"
-	"slices"
+	"strconv"
 	"sync"
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/consent"
+	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
-	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/memberlist"
-	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
+	"github.com/etcdlet/etcdlet/daemon/node"
+	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker"
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
@@ -30,39 +35,24 @@ import (
 	"github.com/etcdlet/etcdlet/systemd"
 )
 
-// Agent runs the reconcile loop for one node.
+// Agent runs the node controller for one node.
 type Agent struct {
-	cfg        *config.Config
-	log        *slog.Logger
-	scheme     identity.Scheme
-	source     *memberlist.Source
-	runtime    runtime.Runtime
-	pool       *etcdclient.Pool
-	observer   *membership.Observer
-	reconciler *membership.Reconciler
-	store      state.Store
-	state      state.State
-	metrics    *metrics.Metrics
-	listener   net.Listener
-	reloads    chan reloadRequest
-	pacemaker  *pacemakerHealth // nil unless pacemaker.enabled
-	notifier   *systemd.Notifier
-	guard      *protect.Guard // files etcdlet renders; nil with the embedded runtime
-
-	// Loop-owned bookkeeping.
-	self         identity.Member
-	lastMembers  []membership.Member
-	logged       map[string]string // logOnce: category -> last key
-	stale        []uint64
-	seenExits    uint64    // runtime exit count already accounted for
-	exits        int       // consecutive failed starts and exits of the local member
-	restartAfter time.Time // no restart before this (crash-loop backoff)
-	settling     int       // passes since the last progress, for settle()
-	applied      bool      // the local decision was carried out once (for READY)
-	local        localmember.Decision
-	plan         membership.Plan
-
-	health healthState
+	cfg       *config.Config
+	log       *slog.Logger
+	node      *node.Node
+	source    *memberlist.Source
+	runtime   runtime.Runtime
+	guard     *protect.Guard // files etcdlet renders; nil with the embedded runtime
+	pool      *etcdclient.Pool
+	metrics   *metrics.Metrics
+	listener  net.Listener // agent.listen
+	peerTLS   *tls.Config  // the agent peer endpoint's, nil without peer TLS
+	peer      *http.Server // the agent peer endpoint, once the node address is known
+	reloads   chan reloadRequest
+	wakes     chan struct{}
+	pacemaker *pacemakerHealth // nil unless pacemaker.enabled
+	notifier  *systemd.Notifier
+	health    healthState
 }
 
 type reloadRequest struct {
@@ -70,43 +60,36 @@ type reloadRequest struct {
 	reply chan error
 }
 
-// New builds an agent from a validated configuration and a runtime. It
-// binds the agent's HTTP listener at once, so a port conflict is a start
-// error rather than a log line.
+// New builds an agent from a validated configuration. It binds the
+// agent's HTTP listener at once, so a port conflict is a start error
+// rather than a log line.
 func New(cfg *config.Config, log *slog.Logger) (*Agent, error) {
-	store := state.Store{Dir: cfg.Agent.StateDir}
-	st, err := store.Load()
+	c, err := connect(cfg, log)
 	if err != nil {
 		return nil, err
 	}
-	pool, err := etcdclient.NewPool(cfg.ClientTLS(), cfg.Agent.CallTimeout)
+	store, st, pool := c.store, c.state, c.pool
+	peerTLS, err := consent.ServerTLS(cfg.Etcd.TLS.Peer)
 	if err != nil {
+		pool.Close()
 		return nil, err
 	}
 	m := metrics.New()
-	a := &Agent{
-		cfg: cfg, log: log, scheme: identity.SchemeFrom(cfg), pool: pool,
-		store: store, state: st, metrics: m, reloads: make(chan reloadRequest), logged: map[string]string{},
-	}
+	a := &Agent{cfg: cfg, log: log, pool: pool, metrics: m, peerTLS: peerTLS,
+		reloads: make(chan reloadRequest), wakes: make(chan struct{}, 1)}
 	a.runtime, a.guard = newRuntime(cfg, log, m)
 	a.notifier = systemd.NewNotifier(log)
-	a.source = memberlist.New(cfg, log, parseAddrs(st.LastAppliedList))
+	a.source = memberlist.New(cfg, log, st.AppliedList())
 	a.source.OnReload = func(accepted bool) {
-		a.metrics.ListReloads.WithLabelValues(map[bool]string{true: "accepted", false: "rejected"}[accepted]).Inc()
+		m.ListReloads.WithLabelValues(map[bool]string{true: "accepted", false: "rejected"}[accepted]).Inc()
 	}
-	a.observer = &membership.Observer{Pool: pool, Timeout: cfg.Agent.CallTimeout, Scheme: a.scheme}
-	a.reconciler = &membership.Reconciler{
-		Pool: pool, Observer: a.observer, Log: log,
-		LockKey: "/etcdlet/" + cfg.Cluster.Name + "/membership-lock",
-		LockTTL: cfg.Agent.LockTTL,
-		// A change is retried for about a second under the lock: long
-		// enough for a learner that just started to catch up.
-		Policy: etcdclient.Policy{Attempts: 6, InitialBackoff: 50 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
-			Jitter: 0.3, AttemptTimeout: cfg.Agent.CallTimeout},
-		OnChange: func(act membership.Action, r etcdclient.Result) {
-			m.MembershipChanges.WithLabelValues(string(act.Kind), string(r.Outcome)).Inc()
-		},
-	}
+	a.node = node.New(node.Deps{
+		Config: cfg, Log: log, Cluster: pool,
+		Locker:  &etcdclient.SessionLocker{Pool: pool, Key: "/etcdlet/" + cfg.Cluster.Name + "/membership-lock", TTL: cfg.Agent.LockTTL, CallTimeout: cfg.Agent.CallTimeout},
+		Runtime: a.runtime, DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: store,
+		Peers: c.peers, List: a.source,
+		Detect: nodeaddr.Detect, Metrics: m,
+	}, st)
 	if cfg.Pacemaker.Enabled {
 		collector, err := pacemaker.NewCollector(cfg.Pacemaker, log.With("component", "pacemaker"))
 		if err != nil {
@@ -169,12 +152,16 @@ func (a *Agent) Run(ctx context.Context) error {
 		case req := <-a.reloads:
 			req.reply <- a.applyReload(req.cfg)
 		case <-a.source.Changes():
-			a.settling = 0
+			a.node.Progress()
 		case <-a.runtime.Changed():
-			a.settling = 0
+			a.node.Progress()
+		case <-a.wakes:
+			a.node.Progress()
 		case <-timer.C:
 		}
-		next := a.pass(ctx)
+		next := a.node.Pass(ctx)
+		a.health.passed(time.Now())
+		a.startPeerEndpoint(&wg)
 		a.notify()
 		if watchdog > 0 {
 			next = min(next, watchdog)
@@ -189,15 +176,18 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 }
 
-func (a *Agent) shutdown(srv interface{ Shutdown(context.Context) error }, wg *sync.WaitGroup, stop context.CancelFunc) error {
+func (a *Agent) shutdown(srv *http.Server, wg *sync.WaitGroup, stop context.CancelFunc) error {
 	a.log.Info("etcdlet agent stopping")
 	a.notifier.Stopping()
 	stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	a.reconciler.Close()
+	a.node.Close()
 	err := a.runtime.Close(ctx)
 	_ = srv.Shutdown(ctx)
+	if a.peer != nil {
+		_ = a.peer.Shutdown(ctx)
+	}
 	wg.Wait()
 	a.pool.Close()
 	if err != nil {
@@ -206,62 +196,44 @@ func (a *Agent) shutdown(srv interface{ Shutdown(context.Context) error }, wg *s
 	return nil
 }
 
-// pass runs one reconcile pass and returns when the next should run.
-func (a *Agent) pass(ctx context.Context) time.Duration {
-	start := time.Now()
-	defer func() {
-		a.metrics.ReconcilePasses.Inc()
-		a.metrics.ReconcileDuration.Observe(time.Since(start).Seconds())
-		a.health.passed(time.Now())
-	}()
-	interval := a.cfg.Agent.ReconcileInterval
-
-	// The watch reacts at once; this re-read catches what a watch can miss
-	// (a file that existed before the watch, a directory replaced).
-	a.source.Refresh()
-	addrs, ok := a.source.Current()
-	if !ok {
-		if err := a.source.Err(); err != nil {
-			a.logOnce("list", err.Error(), slog.LevelWarn, "waiting for a valid member list", "error", err)
+// startPeerEndpoint opens the agent peer endpoint on the node address
+// once it is known (node.address, or detected among the listed ones).
+// Until then other agents find this node silent, which never grants a
+// bootstrap. A failure to listen is logged and retried on the next pass.
+func (a *Agent) startPeerEndpoint(wg *sync.WaitGroup) {
+	self := a.node.Self()
+	if a.peer != nil || !self.IP.IsValid() {
+		return
+	}
+	addr := net.JoinHostPort(self.IP.String(), strconv.Itoa(a.cfg.Agent.PeerPort))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		a.log.Error("agent peer endpoint cannot listen; other nodes cannot ask this one about a bootstrap", "address", addr, "error", err)
+		return
+	}
+	a.peer = consent.Server(consent.Handler(a.node.Answer, a.wake), a.peerTLS)
+	srv := a.peer
+	a.log.Info("agent peer endpoint listening", "address", addr, "tls", a.peerTLS != nil)
+	wg.Go(func() {
+		var err error
+		if a.peerTLS != nil {
+			err = srv.ServeTLS(l, "", "")
 		} else {
-			// Not read yet: the file was being written; the next pass reads it.
-			a.logOnce("list", "", slog.LevelDebug, "waiting for the members file to settle before the first read")
+			err = srv.Serve(l)
 		}
-		return a.settle()
-	}
-	a.rememberList(addrs)
-	desired := a.scheme.ForAll(addrs)
-	a.metrics.DesiredMembers.Set(float64(len(desired)))
-	if err := a.resolveSelf(addrs); err != nil {
-		a.logOnce("self", err.Error(), slog.LevelError, "cannot tell which member is this node", "error", err)
-		return interval
-	}
-
-	view := a.observer.Observe(ctx, membership.Endpoints(desired, a.lastMembers, a.self.ClientURL))
-	a.recordView(view)
-	a.pool.Retain(membership.Endpoints(desired, a.lastMembers, a.self.ClientURL))
-	requeue := a.reconcileLocal(ctx, desired, view)
-
-	if view.Reached {
-		res, err := a.reconciler.Step(ctx, desired, view, a.stale)
-		a.recordPlan(res.Plan)
-		switch {
-		case err != nil:
-			a.log.Warn("membership step failed", "error", err)
-			requeue = min(requeue, a.settle())
-		case res.Busy:
-			a.metrics.WriterLockBusy.Inc()
-			requeue = min(requeue, a.settle())
-		case res.Acted != nil && res.Result.Outcome == etcdclient.Done:
-			a.settling = 0
-			requeue = min(requeue, a.settle()) // the next step may be ready at once
-		case res.Acted != nil || waitsFor(res.Plan, membership.WaitLearnerNotStarted):
-			requeue = min(requeue, a.settle())
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			a.log.Error("agent peer endpoint stopped", "error", err)
 		}
-	} else {
-		a.recordPlan(membership.Plan{})
+	})
+}
+
+// wake asks the loop for a pass now (another agent changed membership in
+// a way that concerns this node).
+func (a *Agent) wake() {
+	select {
+	case a.wakes <- struct{}{}:
+	default:
 	}
-	return min(requeue, interval)
 }
 
 // notify tells systemd that the loop is alive, what the agent is doing,
@@ -271,12 +243,13 @@ func (a *Agent) pass(ctx context.Context) time.Duration {
 // kubelet is ordered after READY=1.
 func (a *Agent) notify() {
 	a.notifier.Watchdog()
-	status := a.statusLine()
-	switch a.local.Kind {
+	snap := a.node.Last()
+	status := statusLine(snap)
+	switch snap.Decision.Kind {
 	case localmember.Idle, localmember.Wait, localmember.Refuse:
 		a.notifier.Ready(status)
 	default:
-		if a.applied {
+		if a.node.Applied() {
 			a.notifier.Ready(status)
 		}
 	}
@@ -284,136 +257,69 @@ func (a *Agent) notify() {
 }
 
 // statusLine summarises the agent's state for systemctl status.
-func (a *Agent) statusLine() string {
-	if a.local.Kind == "" {
+func statusLine(s node.Snapshot) string {
+	if s.Decision.Kind == "" {
 		return "starting: no member list or node address yet"
 	}
-	line := "local member: " + string(a.local.Kind)
-	if a.local.Reason != "" && a.local.Kind != localmember.Keep {
-		line += " (" + a.local.Reason + ")"
+	line := "local member: " + string(s.Decision.Kind)
+	if s.Decision.Reason != "" && s.Decision.Kind != localmember.Keep {
+		line += " (" + s.Decision.Reason + ")"
 	}
 	switch {
-	case a.plan.Next != nil:
-		line += "; next: " + a.plan.Next.String()
-	case len(a.plan.Waiting) > 0:
-		line += "; waiting: " + a.plan.Waiting[0].String()
+	case s.Plan.Next != nil:
+		line += "; next: " + s.Plan.Next.String()
+	case len(s.Plan.Waiting) > 0:
+		line += "; waiting: " + s.Plan.Waiting[0].String()
 	default:
 		line += "; membership matches the list"
 	}
 	return line
 }
 
-// settle is how soon to look again while something is in motion (a join,
-// a change being retried, another writer at work): fast at first, then
-// slowing to the reconcile interval, so a join completes quickly but a
-// state that persists (a learner whose host is down) is not polled hard.
-// Progress (a list change, a change done, the local member started or
-// stopped) makes it fast again.
-func (a *Agent) settle() time.Duration {
-	d := time.Duration(float64(100*time.Millisecond) * math.Pow(1.5, float64(a.settling)))
-	a.settling++
-	return min(d, a.cfg.Agent.ReconcileInterval)
+// peers reaches the other agents' peer endpoints; Wake never blocks the
+// loop.
+type peers struct {
+	client  *consent.Client
+	timeout time.Duration
+	log     *slog.Logger
 }
 
-func waitsFor(p membership.Plan, reason membership.WaitReason) bool {
-	return slices.ContainsFunc(p.Waiting, func(w membership.Wait) bool { return w.Reason == reason })
+func (p *peers) Ask(ctx context.Context, n netip.Addr) (consent.Answer, error) {
+	return p.client.Ask(ctx, n)
 }
 
-// resolveSelf fixes this node's member identity for the agent's lifetime:
-// node.address, or the one local address among the listed ones and the
-// address used before a restart.
-func (a *Agent) resolveSelf(listed []netip.Addr) error {
-	if a.self.IP.IsValid() {
-		return nil
-	}
-	ip, detected, err := NodeAddress(a.cfg, listed, a.state)
-	if err != nil {
-		return err
-	}
-	if detected {
-		a.log.Info("detected node address", "address", ip.String())
-	}
-	a.self = a.scheme.For(ip)
-	a.log = a.log.With("self", a.self.Name)
-	if a.state.SelfAddress != ip.String() {
-		a.state.SelfAddress = ip.String()
-		a.saveState()
-	}
-	return nil
-}
-
-func (a *Agent) rememberList(addrs []netip.Addr) {
-	list := make([]string, len(addrs))
-	for i, ip := range addrs {
-		list[i] = ip.String()
-	}
-	if !slices.Equal(list, a.state.LastAppliedList) {
-		a.state.LastAppliedList = list
-		a.saveState()
-	}
-}
-
-func (a *Agent) recordView(v membership.View) {
-	reachable := 0.0
-	if v.Reached {
-		reachable = 1
-		a.logged["view"] = "reached"
-		a.lastMembers = v.Members
-		voters, healthy := v.Voters()
-		a.metrics.Members.WithLabelValues("voter").Set(float64(voters))
-		a.metrics.Members.WithLabelValues("learner").Set(float64(len(v.Members) - voters))
-		a.metrics.HealthyVoters.Set(float64(healthy))
-	} else {
-		a.logOnce("view", fmt.Sprint(v.Established), slog.LevelInfo, "cluster not reachable with quorum", "established", v.Established, "problems", v.Problems)
-	}
-	a.metrics.ClusterReachable.Set(reachable)
-}
-
-func (a *Agent) recordPlan(p membership.Plan) {
-	a.plan = p
-	a.metrics.PlanWaiting.Reset()
-	for _, w := range p.Waiting {
-		a.metrics.PlanWaiting.WithLabelValues(string(w.Reason)).Inc()
-	}
-	key := fmt.Sprint(p.Waiting)
-	if len(p.Waiting) == 0 {
-		a.logged["plan"] = ""
-	} else {
-		a.logOnce("plan", key, slog.LevelInfo, "membership changes waiting", "waiting", waitStrings(p.Waiting))
-	}
-}
-
-// logOnce logs a message only when its key differs from the previous key
-// of the same category, so a condition that persists across passes is
-// logged once, when it starts or changes.
-func (a *Agent) logOnce(category, key string, level slog.Level, msg string, attrs ...any) {
-	if prev, ok := a.logged[category]; ok && prev == key {
-		return
-	}
-	a.logged[category] = key
-	a.log.Log(context.Background(), level, msg, attrs...)
-}
-
-func (a *Agent) saveState() {
-	if err := a.store.Save(a.state); err != nil {
-		a.log.Error("cannot persist agent state", "error", err)
-	}
-}
-
-func parseAddrs(list []string) []netip.Addr {
-	var addrs []netip.Addr
-	for _, s := range list {
-		if ip, err := netip.ParseAddr(s); err == nil {
-			addrs = append(addrs, ip)
+func (p *peers) Wake(n netip.Addr) {
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+		defer cancel()
+		if err := p.client.Wake(ctx, n); err != nil {
+			p.log.Debug("could not wake the agent of a node", "node", n.String(), "error", err)
 		}
-	}
-	return addrs
+	}()
 }
 
-func waitStrings(ws []membership.Wait) []string {
-	out := make([]string, len(ws))
-	for i, w := range ws {
-		out[i] = w.String()
+// connection is what every node controller of this process works
+// through: the state, the etcd client pool, the other agents.
+type connection struct {
+	store state.Store
+	state state.State
+	pool  *etcdclient.Pool
+	peers *peers
+}
+
+func connect(cfg *config.Config, log *slog.Logger) (connection, error) {
+	c := connection{store: state.Store{Dir: cfg.Agent.StateDir}}
+	var err error
+	if c.state, err = c.store.Load(); err != nil {
+		return c, err
 	}
-	return out
+	client, err := consent.NewClient(cfg.Etcd.TLS.Peer, cfg.Agent.PeerPort, cfg.Agent.CallTimeout)
+	if err != nil {
+		return c, err
+	}
+	c.peers = &peers{client: client, timeout: cfg.Agent.CallTimeout, log: log}
+	if c.pool, err = etcdclient.NewPool(cfg.ClientTLS(), cfg.Agent.CallTimeout); err != nil {
+		return c, err
+	}
+	return c, nil
 }

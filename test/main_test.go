@@ -53,6 +53,11 @@ const (
 	netNotify
 	netKubeAPIServer
 	netPortTaken
+	netGrowDown
+	netForeign
+	netAlarm
+	netSnapOnly
+	netOrphan
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlet/etcdlet/daemon/status"
+	"github.com/etcdlet/etcdlet/daemon/statusreport"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
@@ -47,7 +47,7 @@ func TestBootstrapThree(t *testing.T) {
 	if err != nil {
 		t.Fatalf("status: %v", err)
 	}
-	var report status.Report
+	var report statusreport.Report
 	if err := json.Unmarshal(out, &report); err != nil {
 		t.Fatal(err)
 	}

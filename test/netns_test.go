@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlet/etcdlet/daemon/status"
+	"github.com/etcdlet/etcdlet/daemon/statusreport"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
@@ -25,7 +25,7 @@ func TestNodeAddressDetectedInNetworkNamespaces(t *testing.T) {
 	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{
 		Addr:          addr,
 		DetectAddress: true,
-		Ports:         &harness.Ports{Client: 2379, Peer: 2380, Metrics: 2381, Agent: 9479},
+		Ports:         &harness.Ports{Client: 2379, Peer: 2380, Metrics: 2381, Agent: 9479, AgentPeer: 2382},
 		Wrap: func(n int, argv []string) []string {
 			return append([]string{"ip", "netns", "exec", ns(n)}, argv...)
 		},
@@ -52,7 +52,7 @@ func TestIPv6Membership(t *testing.T) {
 	ns := bridgedHosts(t, "v6", 4, func(n int) string { return addr(n) + "/64" })
 	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{
 		Addr:  addr,
-		Ports: &harness.Ports{Client: 2379, Peer: 2380, Metrics: 2381, Agent: 9479},
+		Ports: &harness.Ports{Client: 2379, Peer: 2380, Metrics: 2381, Agent: 9479, AgentPeer: 2382},
 		Wrap: func(n int, argv []string) []string {
 			return append([]string{"ip", "netns", "exec", ns(n)}, argv...)
 		},
@@ -129,7 +129,7 @@ func waitStatusInNetns(t *testing.T, ns string, c *harness.Cluster, n int, what 
 		if err != nil {
 			return fmt.Errorf("status: %v", err)
 		}
-		var report status.Report
+		var report statusreport.Report
 		if err := json.Unmarshal(out, &report); err != nil {
 			return err
 		}

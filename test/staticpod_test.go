@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlet/etcdlet/daemon/staticpod"
+	"github.com/etcdlet/etcdlet/daemon/manifest"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
@@ -24,7 +24,7 @@ func staticPodCluster(t *testing.T, net, n int, extra string) *harness.Cluster {
 }
 
 func manifestPath(c *harness.Cluster, n int) string {
-	return filepath.Join(c.ManifestDir(n), staticpod.ManifestFile)
+	return filepath.Join(c.ManifestDir(n), manifest.ManifestFile)
 }
 
 // Three agents in static-pod mode form a cluster through the manifests
@@ -43,7 +43,7 @@ func TestStaticPodMembership(t *testing.T) {
 			t.Errorf("manifest %d has mode %v, want 0600", n, fi.Mode().Perm())
 		}
 		data, _ := os.ReadFile(manifestPath(c, n))
-		if _, err := staticpod.Unmarshal(data); err != nil {
+		if _, err := manifest.Unmarshal(data); err != nil {
 			t.Errorf("manifest %d does not decode strictly: %v", n, err)
 		}
 	}
@@ -145,7 +145,7 @@ func TestStaticPodManifestProtection(t *testing.T) {
 	waitContent("a deleted manifest is restored", original)
 	counted("restored")
 
-	optedOut := strings.Replace(edited, "  annotations:\n", "  annotations:\n    "+staticpod.DisableProtectionAnnotation+": \"\"\n", 1)
+	optedOut := strings.Replace(edited, "  annotations:\n", "  annotations:\n    "+manifest.DisableProtectionAnnotation+": \"\"\n", 1)
 	if err := os.WriteFile(path, []byte(optedOut), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -59,7 +59,8 @@ Configuration reference: docs/config.md. Examples: config/examples/.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newValidateCommand(), newStatusCommand(), newPacemakerCommand(), newRenderCommand(), newVersionCommand())
+	root.AddCommand(newRunCommand(), newValidateCommand(), newStatusCommand(), newBootstrapCommand(), newAckMovesCommand(),
+		newPacemakerCommand(), newRenderCommand(), newVersionCommand())
 	return root
 }
 

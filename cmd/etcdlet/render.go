@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 
@@ -10,7 +11,7 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/atomicfile"
-	"github.com/etcdlet/etcdlet/daemon/staticpod"
+	"github.com/etcdlet/etcdlet/daemon/manifest"
 )
 
 func newRenderCommand() *cobra.Command {
@@ -37,11 +38,16 @@ an invalid configuration, too, and when no member runs on this node now
 			if cfg.Etcd.Runtime != config.RuntimeStaticPod {
 				return fmt.Errorf("render applies to etcd.runtime %s only: with etcd.runtime %s etcdlet writes no manifest", config.RuntimeStaticPod, cfg.Etcd.Runtime)
 			}
-			spec, err := daemon.Preview(cmd.Context(), cfg)
+			inspector, err := daemon.NewInspector(cfg, slog.New(slog.DiscardHandler))
 			if err != nil {
 				return err
 			}
-			data, err := staticpod.Render(spec, cfg.StaticPod)
+			defer inspector.Close()
+			spec, err := inspector.Preview(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			data, err := manifest.Render(spec, cfg.StaticPod)
 			if err != nil {
 				return err
 			}

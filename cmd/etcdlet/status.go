@@ -3,17 +3,14 @@ package main
 import (
 	"context"
 	"fmt"
-	"net/netip"
+	"log/slog"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon/etcdclient"
-	"github.com/etcdlet/etcdlet/daemon/identity"
-	"github.com/etcdlet/etcdlet/daemon/membership"
-	"github.com/etcdlet/etcdlet/daemon/state"
-	"github.com/etcdlet/etcdlet/daemon/status"
+	"github.com/etcdlet/etcdlet/daemon"
+	"github.com/etcdlet/etcdlet/daemon/statusreport"
 )
 
 func newStatusCommand() *cobra.Command {
@@ -29,13 +26,18 @@ func newStatusCommand() *cobra.Command {
 role (leader, voter, learner), health, DB size, applied raft index and
 whether it matches the list (yes; no: a member that will leave; missing: a
 listed address that is not a member yet; conflict). Then the plan: the next
-membership change, and the changes that wait and why.
+membership change, and the changes that wait and why; endpoints that answer
+for another cluster; a list refused because it would orphan the cluster;
+and what the agent decides about this node's own member (for a bootstrap
+that waits: which listed nodes have not confirmed they are fresh).
 
-The report is computed from the configuration's member list and the live
-cluster (each call with agent.callTimeout); the agent need not run. Besides
-the listed addresses it asks node.address and, if the state dir can be read,
-the agent's last applied list, so an empty or wrong list still shows the
-real members (in list "no"; the plan says what the agent would do).
+The report is what the agent's next pass would see and decide (the same
+look, read-only: nothing is changed), computed from the configuration's
+member list, the state and data dirs and the live cluster (each call with
+agent.callTimeout); the agent need not run. Besides the listed addresses it
+asks node.address and the agent's last applied list, so an empty or wrong
+list still shows the real members (in list "no"; the plan says what the
+agent would do).
 
 With --wait, poll until membership matches the list with every member
 voting and healthy, and exit 1 if that does not happen in time.`,
@@ -53,9 +55,9 @@ voting and healthy, and exit 1 if that does not happen in time.`,
 				return err
 			}
 			if output == "json" {
-				err = status.WriteJSON(cmd.OutOrStdout(), report)
+				err = statusreport.WriteJSON(cmd.OutOrStdout(), report)
 			} else {
-				err = status.WriteTable(cmd.OutOrStdout(), report)
+				err = statusreport.WriteTable(cmd.OutOrStdout(), report)
 			}
 			if err == nil && wait > 0 && !report.Converged {
 				return &exitError{code: 1, err: fmt.Errorf("membership did not match the list within %s", wait)}
@@ -69,26 +71,19 @@ voting and healthy, and exit 1 if that does not happen in time.`,
 	return cmd
 }
 
-func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) (status.Report, error) {
-	pool, err := etcdclient.NewPool(cfg.ClientTLS(), cfg.Agent.CallTimeout)
+func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) (statusreport.Report, error) {
+	inspector, err := daemon.NewInspector(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
-		return status.Report{}, err
+		return statusreport.Report{}, err
 	}
-	defer pool.Close()
-	scheme := identity.SchemeFrom(cfg)
-	observer := &membership.Observer{Pool: pool, Timeout: cfg.Agent.CallTimeout, Scheme: scheme}
+	defer inspector.Close()
 	deadline := time.Now().Add(wait)
-	known := knownEndpoints(cfg, scheme)
-	var members []membership.Member
 	for {
-		addrs, errs := cfg.DesiredMembers()
-		if len(errs) > 0 {
-			return status.Report{}, fmt.Errorf("member list:\n%w", errs)
+		snap := inspector.Look(ctx)
+		if !snap.ListOK && snap.ListErr != nil {
+			return statusreport.Report{}, fmt.Errorf("member list:\n%w", snap.ListErr)
 		}
-		desired := scheme.ForAll(addrs)
-		view := observer.Observe(ctx, membership.Endpoints(desired, members, known...))
-		members = view.Members
-		report := status.Build(cfg.Cluster.Name, desired, view)
+		report := statusreport.FromSnapshot(cfg.Cluster.Name, snap)
 		if report.Converged || !time.Now().Before(deadline) {
 			return report, nil
 		}
@@ -98,26 +93,4 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
-}
-
-// knownEndpoints are client URLs worth asking besides the listed ones:
-// this node's address and, from the agent's state dir when it can be read,
-// the address it used and the last list it applied. So the report shows
-// the real cluster even when the list is empty or names no member yet.
-func knownEndpoints(cfg *config.Config, scheme identity.Scheme) []string {
-	var ips []string
-	if cfg.Node.Address != "" {
-		ips = append(ips, cfg.Node.Address)
-	}
-	if st, err := (state.Store{Dir: cfg.Agent.StateDir}).Load(); err == nil {
-		ips = append(ips, st.SelfAddress)
-		ips = append(ips, st.LastAppliedList...)
-	}
-	var urls []string
-	for _, s := range ips {
-		if ip, err := netip.ParseAddr(s); err == nil {
-			urls = append(urls, scheme.For(ip).ClientURL)
-		}
-	}
-	return urls
 }

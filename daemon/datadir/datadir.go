@@ -9,31 +9,57 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
 )
 
-// HasWAL reports whether dataDir holds a write-ahead log, the point from
-// which etcd ignores --initial-cluster* and restarts the member it holds.
-func HasWAL(dataDir string) (bool, error) {
+// Contents is what a data dir holds of a member.
+type Contents struct {
+	// WAL: a write-ahead log, the point from which etcd ignores
+	// --initial-cluster* and restarts the member it holds.
+	WAL bool
+	// Backend: member/snap/db, the key-value store.
+	Backend bool
+}
+
+// HasData reports whether the data dir holds anything of a member: a
+// backend without a WAL (an interrupted start, a copy gone wrong) is data
+// too, and must be moved aside before the node joins as a new member.
+func (c Contents) HasData() bool { return c.WAL || c.Backend }
+
+// Inspect reports what dataDir holds.
+func Inspect(dataDir string) (Contents, error) {
+	var c Contents
 	entries, err := os.ReadDir(filepath.Join(dataDir, "member", "wal"))
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
-	if err != nil {
-		return false, fmt.Errorf("inspect data dir %s: %w", dataDir, err)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return c, fmt.Errorf("inspect data dir %s: %w", dataDir, err)
 	}
 	for _, e := range entries {
 		if strings.HasSuffix(e.Name(), ".wal") {
-			return true, nil
+			c.WAL = true
 		}
 	}
-	return false, nil
+	if _, err := os.Lstat(filepath.Join(dataDir, "member", "snap", "db")); err == nil {
+		c.Backend = true
+	} else if !errors.Is(err, os.ErrNotExist) {
+		return c, fmt.Errorf("inspect data dir %s: %w", dataDir, err)
+	}
+	return c, nil
 }
 
-// MovedSuffix marks directories moved aside by etcdlet.
+// HasWAL reports whether dataDir holds a write-ahead log.
+func HasWAL(dataDir string) (bool, error) {
+	c, err := Inspect(dataDir)
+	return c.WAL, err
+}
+
+// MovedSuffix marks directories moved aside by etcdlet; the UTC time of
+// the move follows it (movedTimeFormat).
 const MovedSuffix = ".etcdlet-moved-"
+
+const movedTimeFormat = "20060102T150405Z"
 
 // MoveAside renames dataDir to "<dataDir>.etcdlet-moved-<UTC time>" and
 // returns the new path; "" when there is nothing to move. A rename is
@@ -52,7 +78,7 @@ func MoveAside(dataDir string, now time.Time) (string, error) {
 		return "", nil
 	}
 	clean := filepath.Clean(dataDir)
-	target := uniquePath(clean + MovedSuffix + now.UTC().Format("20060102T150405Z"))
+	target := uniquePath(clean + MovedSuffix + now.UTC().Format(movedTimeFormat))
 	err = os.Rename(clean, target)
 	if err == nil {
 		return target, syncDir(filepath.Dir(clean))
@@ -66,7 +92,7 @@ func MoveAside(dataDir string, now time.Time) (string, error) {
 // moveContents is the mount-point fallback: the data dir itself stays,
 // its entries go into "<dataDir>/etcdlet-moved-<time>/".
 func moveContents(dataDir string, entries []os.DirEntry, now time.Time) (string, error) {
-	target := uniquePath(filepath.Join(dataDir, strings.TrimPrefix(MovedSuffix, ".")+now.UTC().Format("20060102T150405Z")))
+	target := uniquePath(filepath.Join(dataDir, strings.TrimPrefix(MovedSuffix, ".")+now.UTC().Format(movedTimeFormat)))
 	if err := os.Mkdir(target, 0o700); err != nil {
 		return "", fmt.Errorf("move data dir %s aside: %w", dataDir, err)
 	}
@@ -123,3 +149,98 @@ func InUse(dataDir string) (bool, error) {
 		return false, fmt.Errorf("inspect data dir %s: %w", dataDir, err)
 	}
 }
+
+// IsMountPoint reports whether path (after symlinks) is a mount point, as
+// /proc/self/mountinfo lists them.
+func IsMountPoint(path string) (bool, error) {
+	real, err := filepath.EvalSymlinks(path)
+	if err != nil {
+		return false, fmt.Errorf("is %s a mount point: %w", path, err)
+	}
+	data, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return false, fmt.Errorf("is %s a mount point: %w", path, err)
+	}
+	return mountedAt(data, real), nil
+}
+
+// mountedAt reports whether mountinfo lists a mount at path. The fifth
+// field is the mount point, with space, tab, newline and backslash written
+// as octal escapes.
+func mountedAt(mountinfo []byte, path string) bool {
+	for _, line := range strings.Split(string(mountinfo), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) >= 5 && unescapeMountinfo(fields[4]) == path {
+			return true
+		}
+	}
+	return false
+}
+
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, "\\") {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// MovedSince counts the data dirs moved aside at or after since, from
+// their names on disk (beside the data dir, or inside it for a mount
+// point): what was moved is counted even if the agent's state did not
+// get to record it.
+func MovedSince(dataDir string, since time.Time) (int, error) {
+	clean := filepath.Clean(dataDir)
+	beside, err := filepath.Glob(clean + MovedSuffix + "*")
+	if err != nil {
+		return 0, err
+	}
+	inside, err := filepath.Glob(filepath.Join(clean, strings.TrimPrefix(MovedSuffix, ".")+"*"))
+	if err != nil {
+		return 0, err
+	}
+	marker := strings.TrimPrefix(MovedSuffix, ".")
+	n := 0
+	for _, p := range append(beside, inside...) {
+		_, stamp, _ := strings.Cut(filepath.Base(p), marker)
+		if len(stamp) < len(movedTimeFormat) {
+			continue
+		}
+		at, err := time.Parse(movedTimeFormat, stamp[:len(movedTimeFormat)])
+		if err == nil && !at.Before(since.UTC().Truncate(time.Second)) {
+			n++
+		}
+	}
+	return n, nil
+}
+
+// Dir is one data dir, with the operations the node controller needs.
+type Dir struct{ Path string }
+
+// Inspect reports what the data dir holds.
+func (d Dir) Inspect() (Contents, error) { return Inspect(d.Path) }
+
+// Identity reads the data dir's member and cluster from its WAL.
+func (d Dir) Identity() (Identity, error) { return ReadIdentity(d.Path) }
+
+// InUse reports whether an etcd process holds the data dir.
+func (d Dir) InUse() (bool, error) { return InUse(d.Path) }
+
+// MoveAside moves the data dir aside.
+func (d Dir) MoveAside(now time.Time) (string, error) { return MoveAside(d.Path, now) }
+
+// MovedSince counts moves aside since a time.
+func (d Dir) MovedSince(since time.Time) (int, error) { return MovedSince(d.Path, since) }
+
+// MountPoint reports whether the data dir is a mount point.
+func (d Dir) MountPoint() (bool, error) { return IsMountPoint(d.Path) }

@@ -124,3 +124,59 @@ func TestInUse(t *testing.T) {
 		t.Error("the probe must not keep the lock")
 	}
 }
+
+func TestInspectCountsABackendWithoutAWALAsData(t *testing.T) {
+	dir := t.TempDir()
+	if c, err := Inspect(dir); err != nil || c.HasData() {
+		t.Fatalf("empty data dir: %+v, %v", c, err)
+	}
+	db := filepath.Join(dir, "member", "snap", "db")
+	if err := os.MkdirAll(filepath.Dir(db), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(db, []byte("bolt"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Inspect(dir)
+	if err != nil || !c.HasData() || c.WAL || !c.Backend {
+		t.Errorf("backend without a WAL: %+v, %v; want data (a backend, no WAL)", c, err)
+	}
+}
+
+func TestMovedSinceCountsMovesOnDisk(t *testing.T) {
+	parent := t.TempDir()
+	dataDir := filepath.Join(parent, "data")
+	t0 := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
+	for i, at := range []time.Time{t0.Add(-2 * time.Hour), t0.Add(-10 * time.Minute), t0.Add(-time.Minute)} {
+		if err := os.MkdirAll(filepath.Join(dataDir, "member", "wal"), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dataDir, "member", "wal", "0.wal"), []byte{byte(i)}, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := MoveAside(dataDir, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n, err := MovedSince(dataDir, t0.Add(-time.Hour)); err != nil || n != 2 {
+		t.Errorf("moves within the last hour = %d, %v; want 2", n, err)
+	}
+	if n, _ := MovedSince(dataDir, t0.Add(-3*time.Hour)); n != 3 {
+		t.Errorf("moves within three hours = %d, want 3", n)
+	}
+}
+
+func TestMountedAtReadsMountinfo(t *testing.T) {
+	mountinfo := []byte("22 1 8:1 / / rw,relatime - ext4 /dev/sda1 rw\n" +
+		"30 22 8:2 / /var/lib/etcd rw,relatime - ext4 /dev/sdb1 rw\n" +
+		"31 22 8:3 / /mnt/with\\040space rw - ext4 /dev/sdc1 rw\n")
+	for path, want := range map[string]bool{"/var/lib/etcd": true, "/var/lib": false, "/mnt/with space": true, "/": true, "/var/lib/etcd/member": false} {
+		if got := mountedAt(mountinfo, path); got != want {
+			t.Errorf("mountedAt(%q) = %v, want %v", path, got, want)
+		}
+	}
+	// The real table: / is always a mount point.
+	if ok, err := IsMountPoint("/"); err != nil || !ok {
+		t.Errorf("IsMountPoint(/) = %v, %v", ok, err)
+	}
+}

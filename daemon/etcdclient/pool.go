@@ -33,7 +33,7 @@ type Pool struct {
 	dialTimeout time.Duration
 
 	mu        sync.Mutex
-	endpoints map[string]*Endpoint
+	endpoints map[string]*conn
 }
 
 // NewPool builds a pool whose connections present the given TLS files
@@ -43,7 +43,7 @@ func NewPool(files config.TLSFiles, dialTimeout time.Duration) (*Pool, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Pool{tls: tlsConfig, dialTimeout: dialTimeout, endpoints: map[string]*Endpoint{}}, nil
+	return &Pool{tls: tlsConfig, dialTimeout: dialTimeout, endpoints: map[string]*conn{}}, nil
 }
 
 // ClientTLS turns TLS files into a client TLS config; nil when TLS is off.
@@ -68,18 +68,38 @@ func (p *Pool) connectParams() grpc.DialOption {
 	})
 }
 
-// Endpoint is a connection to one member's client URL. Its calls fail
+// Cluster is the etcd API the membership engine uses, each call addressed
+// to one endpoint (a member's client URL). *Pool implements it against
+// real etcd; the simulator implements it against its model of a cluster.
+// Errors are etcd's own (rpctypes, gRPC status), which Classify reads.
+type Cluster interface {
+	MemberList(ctx context.Context, endpoint string, serializable bool) (*pb.MemberListResponse, error)
+	Status(ctx context.Context, endpoint string) (*pb.StatusResponse, error)
+	MemberAddAsLearner(ctx context.Context, endpoint, peerURL string) (*pb.MemberAddResponse, error)
+	MemberPromote(ctx context.Context, endpoint string, id uint64) error
+	MemberRemove(ctx context.Context, endpoint string, id uint64) error
+	// MoveLeader hands leadership to transferee; only the leader serves it.
+	MoveLeader(ctx context.Context, endpoint string, transferee uint64) error
+	// AlarmDisarm clears one member's alarm.
+	AlarmDisarm(ctx context.Context, endpoint string, member uint64, alarm pb.AlarmType) error
+	// Retain keeps the connections of these endpoints only.
+	Retain(keep []string)
+}
+
+var _ Cluster = (*Pool)(nil)
+
+// conn is the connection to one member's client URL. Its calls fail
 // fast when the member is down, instead of waiting for it until the call's
 // deadline as etcd's client does by default (WaitForReady), and they are
 // not retried behind the caller's back.
-type Endpoint struct {
-	URL  string
+type conn struct {
+	url  string
 	conn *grpc.ClientConn
 }
 
-// Get returns the connection to one endpoint, creating it on first use.
+// get returns the connection to one endpoint, creating it on first use.
 // Creating it does not dial.
-func (p *Pool) Get(endpoint string) (*Endpoint, error) {
+func (p *Pool) get(endpoint string) (*conn, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if e, ok := p.endpoints[endpoint]; ok {
@@ -96,11 +116,11 @@ func (p *Pool) Get(endpoint string) (*Endpoint, error) {
 		}
 		creds = credentials.NewTLS(p.tls.Clone())
 	}
-	conn, err := grpc.NewClient("passthrough:///"+u.Host, grpc.WithTransportCredentials(creds), p.connectParams())
+	grpcConn, err := grpc.NewClient("passthrough:///"+u.Host, grpc.WithTransportCredentials(creds), p.connectParams())
 	if err != nil {
 		return nil, fmt.Errorf("connect to etcd endpoint %s: %w", endpoint, err)
 	}
-	e := &Endpoint{URL: endpoint, conn: conn}
+	e := &conn{url: endpoint, conn: grpcConn}
 	p.endpoints[endpoint] = e
 	return e, nil
 }
@@ -108,36 +128,69 @@ func (p *Pool) Get(endpoint string) (*Endpoint, error) {
 var failFast = grpc.WaitForReady(false)
 
 // MemberList lists the members; linearizable unless serializable is set.
-func (e *Endpoint) MemberList(ctx context.Context, serializable bool) (*pb.MemberListResponse, error) {
+func (p *Pool) MemberList(ctx context.Context, endpoint string, serializable bool) (*pb.MemberListResponse, error) {
+	e, err := p.get(endpoint)
+	if err != nil {
+		return nil, err
+	}
 	return pb.NewClusterClient(e.conn).MemberList(ctx, &pb.MemberListRequest{Linearizable: !serializable}, failFast)
 }
 
 // Status asks the member about itself.
-func (e *Endpoint) Status(ctx context.Context) (*pb.StatusResponse, error) {
+func (p *Pool) Status(ctx context.Context, endpoint string) (*pb.StatusResponse, error) {
+	e, err := p.get(endpoint)
+	if err != nil {
+		return nil, err
+	}
 	return pb.NewMaintenanceClient(e.conn).Status(ctx, &pb.StatusRequest{}, failFast)
 }
 
 // MemberAddAsLearner adds a learner with the given peer URL.
-func (e *Endpoint) MemberAddAsLearner(ctx context.Context, peerURL string) error {
-	_, err := pb.NewClusterClient(e.conn).MemberAdd(ctx, &pb.MemberAddRequest{PeerURLs: []string{peerURL}, IsLearner: true}, failFast)
-	return err
+func (p *Pool) MemberAddAsLearner(ctx context.Context, endpoint, peerURL string) (*pb.MemberAddResponse, error) {
+	e, err := p.get(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	return pb.NewClusterClient(e.conn).MemberAdd(ctx, &pb.MemberAddRequest{PeerURLs: []string{peerURL}, IsLearner: true}, failFast)
 }
 
 // MemberPromote makes a learner a voter.
-func (e *Endpoint) MemberPromote(ctx context.Context, id uint64) error {
-	_, err := pb.NewClusterClient(e.conn).MemberPromote(ctx, &pb.MemberPromoteRequest{ID: id}, failFast)
+func (p *Pool) MemberPromote(ctx context.Context, endpoint string, id uint64) error {
+	e, err := p.get(endpoint)
+	if err != nil {
+		return err
+	}
+	_, err = pb.NewClusterClient(e.conn).MemberPromote(ctx, &pb.MemberPromoteRequest{ID: id}, failFast)
 	return err
 }
 
 // MemberRemove removes a member.
-func (e *Endpoint) MemberRemove(ctx context.Context, id uint64) error {
-	_, err := pb.NewClusterClient(e.conn).MemberRemove(ctx, &pb.MemberRemoveRequest{ID: id}, failFast)
+func (p *Pool) MemberRemove(ctx context.Context, endpoint string, id uint64) error {
+	e, err := p.get(endpoint)
+	if err != nil {
+		return err
+	}
+	_, err = pb.NewClusterClient(e.conn).MemberRemove(ctx, &pb.MemberRemoveRequest{ID: id}, failFast)
 	return err
 }
 
 // MoveLeader hands leadership to transferee; only the leader serves it.
-func (e *Endpoint) MoveLeader(ctx context.Context, transferee uint64) error {
-	_, err := pb.NewMaintenanceClient(e.conn).MoveLeader(ctx, &pb.MoveLeaderRequest{TargetID: transferee}, failFast)
+func (p *Pool) MoveLeader(ctx context.Context, endpoint string, transferee uint64) error {
+	e, err := p.get(endpoint)
+	if err != nil {
+		return err
+	}
+	_, err = pb.NewMaintenanceClient(e.conn).MoveLeader(ctx, &pb.MoveLeaderRequest{TargetID: transferee}, failFast)
+	return err
+}
+
+// AlarmDisarm clears one member's alarm.
+func (p *Pool) AlarmDisarm(ctx context.Context, endpoint string, member uint64, alarm pb.AlarmType) error {
+	e, err := p.get(endpoint)
+	if err != nil {
+		return err
+	}
+	_, err = pb.NewMaintenanceClient(e.conn).Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_DEACTIVATE, MemberID: member, Alarm: alarm}, failFast)
 	return err
 }
 

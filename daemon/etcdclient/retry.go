@@ -18,6 +18,23 @@ type Policy struct {
 	// shortened, so agents that failed together do not retry in lockstep.
 	Jitter         float64
 	AttemptTimeout time.Duration
+	// Sleep waits out a backoff, or returns false when ctx ends first; a
+	// real timer when nil (the simulator passes one that moves its clock).
+	Sleep func(ctx context.Context, d time.Duration) bool
+}
+
+func (p Policy) sleep(ctx context.Context, d time.Duration) bool {
+	if p.Sleep != nil {
+		return p.Sleep(ctx, d)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 // Result is what a retried call came to.
@@ -42,10 +59,8 @@ func Do(ctx context.Context, p Policy, op Op, call func(ctx context.Context) err
 			return res
 		}
 		wait := backoff - time.Duration(rand.Float64()*p.Jitter*float64(backoff))
-		select {
-		case <-ctx.Done():
+		if !p.sleep(ctx, wait) {
 			return res
-		case <-time.After(wait):
 		}
 		backoff = min(backoff*2, p.MaxBackoff)
 	}

@@ -7,7 +7,10 @@ package localmember
 import (
 	"fmt"
 	"slices"
+	"strings"
 
+	"github.com/etcdlet/etcdlet/daemon/consent"
+	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
@@ -38,13 +41,29 @@ type Inputs struct {
 	Desired []identity.Member
 	InList  bool
 	Running bool
-	HasData bool
-	// LocalID is the local member's ID as last known (runtime or state).
+	Data    datadir.Contents
+	// LocalID is the local member's ID as last known (runtime, state, or
+	// the data dir's own write-ahead log).
 	LocalID uint64
-	// KnownClusterID is the cluster this node was a member of, if any.
-	KnownClusterID uint64
-	WasMember      bool
-	View           membership.View
+	// Pinned is the cluster this node belongs to (its state, or its data
+	// dir's write-ahead log); 0 when it belongs to none yet. The view is
+	// of that cluster whenever it is set.
+	Pinned    uint64
+	WasMember bool
+	View      membership.View
+	// Consent is the verdict on a bootstrap; the agent asks the listed
+	// nodes only when a bootstrap could happen.
+	Consent consent.Verdict
+	// Approved: the operator approved a bootstrap of this list here.
+	Approved bool
+	// DataProblem, when set, says why the data dir may not be used (it
+	// must be a mount point and is not; it belongs to another cluster than
+	// the one this node joined).
+	DataProblem string
+	// Flapping, when set, says why the node does not rejoin: it moved its
+	// data aside too often (etcd.moveAsideLimit) without the operator
+	// acknowledging it.
+	Flapping string
 }
 
 // Decision says what to do and why.
@@ -61,33 +80,46 @@ type Decision struct {
 }
 
 // Decide encodes the local safety rules: never bootstrap while an
-// established cluster exists or after having been a member; join only as
-// the member the writer added for this node's peer URL; never start on
-// data of a member the cluster no longer has (move it aside instead);
-// never drop data of another cluster silently.
+// established cluster exists, after having been a member, or without every
+// listed node's consent; join only as the member the writer added for this
+// node's peer URL; never act on a view of another cluster than this
+// node's; never start on data of a member the cluster no longer has (move
+// it aside instead); never drop data of another cluster silently.
 func Decide(in Inputs) Decision {
 	v := in.View
 	if in.Running {
-		if v.Reached && in.LocalID != 0 && !hasMember(v, in.LocalID) {
+		// Removed only as the node's own cluster says: a member that is
+		// not pinned yet, or a view of another cluster, is kept running.
+		if v.Reached && in.Pinned != 0 && v.ClusterID == in.Pinned && in.LocalID != 0 && !hasMember(v, in.LocalID) {
 			return Decision{Kind: StopRemoved, Reason: fmt.Sprintf("member %s is no longer in the cluster (removed)", membership.IDString(in.LocalID))}
 		}
 		return Decision{Kind: Keep}
 	}
-	if in.HasData {
+	if in.DataProblem != "" {
+		return Decision{Kind: Refuse, Reason: in.DataProblem}
+	}
+	if in.Data.HasData() {
 		return decideWithData(in)
 	}
 	if !in.InList {
 		return Decision{Kind: Idle, Reason: "this node's address is not in the member list"}
 	}
+	if in.Flapping != "" {
+		return Decision{Kind: Refuse, Reason: in.Flapping}
+	}
 	switch {
+	case v.Ambiguous():
+		return Decision{Kind: Wait, Reason: "the listed endpoints answer for more than one cluster; joining neither: " + foreignList(v.Foreign)}
 	case v.Reached:
 		return decideJoin(in)
 	case v.Established:
 		return Decision{Kind: Wait, Reason: "an established cluster answers but has no quorum; never bootstrapping beside it"}
-	case in.WasMember:
-		return Decision{Kind: Refuse, Reason: "no listed peer answers, and this node was a member before: it never bootstraps a new cluster; restore a member's quorum or its data"}
+	case in.WasMember && !in.Approved:
+		return Decision{Kind: Refuse, Reason: "no listed peer answers, and this node was a member before: it never bootstraps a new cluster on its own; restore a member's quorum or its data, or, once every member's data is known to be lost, approve a new cluster on the nodes with 'etcdlet bootstrap --approve'"}
+	case !in.Consent.Granted:
+		return Decision{Kind: Wait, Reason: "no listed peer's etcd answers, and a bootstrap needs every listed node's consent: " + in.Consent.Reason()}
 	default:
-		return Decision{Kind: Bootstrap, Reason: "no listed peer answers and this node was never a member: the listed nodes form a new cluster",
+		return Decision{Kind: Bootstrap, Reason: "no listed peer's etcd answers and " + in.Consent.Reason() + ": the listed nodes form a new cluster",
 			InitialCluster: identity.InitialCluster(in.Desired), ClusterState: runtime.StateNew}
 	}
 }
@@ -96,13 +128,22 @@ func decideWithData(in Inputs) Decision {
 	v := in.View
 	restart := Decision{Kind: Restart, Reason: "restart on the existing data dir",
 		InitialCluster: identity.InitialCluster(withSelf(in.Desired, in.Self)), ClusterState: runtime.StateExisting}
-	if !v.Reached {
+	if !in.Data.WAL {
+		// etcd cannot restart a member from its backend alone; whatever it
+		// was, it cannot serve as this node's member.
+		return Decision{Kind: MoveAside, Reason: "the data dir holds a backend but no write-ahead log: it cannot be restarted; kept aside before the node joins"}
+	}
+	switch {
+	case !v.Reached:
 		// Restarting is how a cluster that lost quorum gets it back.
 		return restart
-	}
-	if in.KnownClusterID != 0 && v.ClusterID != in.KnownClusterID {
+	case in.Pinned == 0:
+		// Whose data this is cannot be told; never move it aside on the
+		// word of a cluster that may not be its own.
+		return restart
+	case v.ClusterID != in.Pinned:
 		return Decision{Kind: Refuse, Reason: fmt.Sprintf("the local data belongs to cluster %s but the listed peers form cluster %s; not starting and not moving anything: move the data dir aside by hand to join %s",
-			membership.IDString(in.KnownClusterID), membership.IDString(v.ClusterID), membership.IDString(v.ClusterID))}
+			membership.IDString(in.Pinned), membership.IDString(v.ClusterID), membership.IDString(v.ClusterID))}
 	}
 	if in.LocalID != 0 {
 		if hasMember(v, in.LocalID) {
@@ -110,9 +151,9 @@ func decideWithData(in Inputs) Decision {
 		}
 		return Decision{Kind: MoveAside, Reason: fmt.Sprintf("member %s was removed from the cluster while this node was down; its data is stale", membership.IDString(in.LocalID))}
 	}
-	// The member ID is unknown (state lost). If the cluster has a member
-	// with this peer URL, start and let the ID check of the next pass
-	// decide; if it has none, the data cannot be current.
+	// The member ID is unknown. If the cluster has a member with this
+	// peer URL, start and let the ID check of the next pass decide; if it
+	// has none, the data cannot be current.
 	if _, ok := memberWithPeerURL(v, in.Self.PeerURL); ok {
 		return restart
 	}
@@ -186,4 +227,12 @@ func firstOr(s []string) string {
 		return ""
 	}
 	return s[0]
+}
+
+func foreignList(fs []membership.Foreign) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = f.String()
+	}
+	return strings.Join(parts, "; ")
 }

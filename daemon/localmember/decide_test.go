@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcdlet/etcdlet/daemon/consent"
+	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 )
@@ -34,6 +36,14 @@ func TestDecide(t *testing.T) {
 	noQuorum := membership.View{Established: true, Observation: membership.Observation{ClusterID: 0xc1}}
 	cluster := reached(started("192.0.2.1", 1), started("192.0.2.2", 2), started("192.0.2.3", 3))
 
+	wal := datadir.Contents{WAL: true, Backend: true}
+	granted := consent.Verdict{Granted: true}
+	silent := consent.Verdict{Silent: []string{"192.0.2.1 (connection refused)"}}
+	foreign := func(v membership.View) membership.View {
+		v.Foreign = []membership.Foreign{{Endpoint: ident("192.0.2.2").ClientURL, ClusterID: 0xf0, MemberID: 9}}
+		return v
+	}
+
 	tests := []struct {
 		name  string
 		in    Inputs
@@ -42,17 +52,23 @@ func TestDecide(t *testing.T) {
 		ic    string // expected initial cluster (substring)
 		why   string // reason substring
 	}{
-		{name: "bootstrap when no listed peer answers and never a member",
-			in: Inputs{InList: true, View: nobody}, want: Bootstrap, state: "new",
+		{name: "bootstrap when no listed peer answers, never a member, and every listed node consents",
+			in: Inputs{InList: true, View: nobody, Consent: granted}, want: Bootstrap, state: "new",
 			ic: "etcd-main-192.0.2.1=https://192.0.2.1:2380,etcd-main-192.0.2.2=https://192.0.2.2:2380,etcd-main-192.0.2.3=https://192.0.2.3:2380"},
+		{name: "a listed node that does not answer is no consent: wait",
+			in: Inputs{InList: true, View: nobody, Consent: silent}, want: Wait, why: "no answer from 192.0.2.1"},
 		{name: "never bootstrap after having been a member",
-			in: Inputs{InList: true, WasMember: true, View: nobody}, want: Refuse, why: "never bootstraps"},
+			in: Inputs{InList: true, WasMember: true, View: nobody, Consent: granted}, want: Refuse, why: "etcdlet bootstrap --approve"},
+		{name: "a former member with the operator's approval bootstraps",
+			in: Inputs{InList: true, WasMember: true, Approved: true, View: nobody, Consent: consent.Verdict{Granted: true, Approved: true}}, want: Bootstrap},
 		{name: "never bootstrap beside an established cluster without quorum",
-			in: Inputs{InList: true, View: noQuorum}, want: Wait, why: "no quorum"},
+			in: Inputs{InList: true, View: noQuorum, Consent: granted}, want: Wait, why: "no quorum"},
 		{name: "not listed and no data: idle",
 			in: Inputs{InList: false, View: cluster}, want: Idle},
 		{name: "listed but not added yet: wait for the writer",
 			in: Inputs{InList: true, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: Wait, why: "waiting to be added"},
+		{name: "a node in no cluster yet that hears two clusters joins neither",
+			in: Inputs{InList: true, View: foreign(reached(started("192.0.2.1", 1), unstartedLearner("192.0.2.3", 3)))}, want: Wait, why: "more than one cluster"},
 		{name: "join as the learner the writer added, with every member in the initial cluster",
 			in:   Inputs{InList: true, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), unstartedLearner("192.0.2.3", 3))},
 			want: Join, state: "existing",
@@ -74,30 +90,42 @@ func TestDecide(t *testing.T) {
 				m.Name = "infra3"
 				return m
 			}())}, want: Wait, why: "resolve by hand"},
+		{name: "too many moves aside: the node does not rejoin",
+			in: Inputs{InList: true, Flapping: "moved aside 3 times", View: reached(started("192.0.2.1", 1), unstartedLearner("192.0.2.3", 3))}, want: Refuse, why: "moved aside 3 times"},
+		{name: "a data dir that must be a mount point and is not is never used",
+			in: Inputs{InList: true, DataProblem: "not a mount point", Data: wal, LocalID: 3, Pinned: 0xc1, View: cluster}, want: Refuse, why: "not a mount point"},
 		{name: "restart on data while no peer answers (how a cluster regains quorum)",
-			in: Inputs{InList: true, HasData: true, LocalID: 3, View: nobody}, want: Restart, state: "existing"},
+			in: Inputs{InList: true, Data: wal, LocalID: 3, View: nobody}, want: Restart, state: "existing"},
 		{name: "restart on data while still a member",
-			in: Inputs{InList: true, HasData: true, LocalID: 3, KnownClusterID: 0xc1, View: cluster}, want: Restart},
+			in: Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: cluster}, want: Restart},
 		{name: "restart on data even when no longer listed, until the writer removes it",
-			in: Inputs{InList: false, HasData: true, LocalID: 3, View: cluster}, want: Restart},
+			in: Inputs{InList: false, Data: wal, LocalID: 3, Pinned: 0xc1, View: cluster}, want: Restart},
 		{name: "data of a member removed while down is moved aside",
-			in:   Inputs{InList: true, HasData: true, LocalID: 3, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))},
+			in:   Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))},
 			want: MoveAside, why: "removed from the cluster while this node was down"},
 		{name: "data of a removed member whose IP was re-added as a new learner is moved aside",
-			in:   Inputs{InList: true, HasData: true, LocalID: 3, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), unstartedLearner("192.0.2.3", 4))},
+			in:   Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), unstartedLearner("192.0.2.3", 4))},
 			want: MoveAside},
+		{name: "data whose cluster cannot be told is restarted, never moved aside on another cluster's word",
+			in: Inputs{InList: true, Data: wal, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: Restart},
 		{name: "unknown member ID and no member with our peer URL: data is stale",
-			in: Inputs{InList: true, HasData: true, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: MoveAside},
+			in: Inputs{InList: true, Data: wal, Pinned: 0xc1, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: MoveAside},
 		{name: "unknown member ID but our peer URL is a member: try the data",
-			in: Inputs{InList: true, HasData: true, View: cluster}, want: Restart},
+			in: Inputs{InList: true, Data: wal, Pinned: 0xc1, View: cluster}, want: Restart},
+		{name: "a backend without a write-ahead log is moved aside before a join",
+			in: Inputs{InList: true, Data: datadir.Contents{Backend: true}, View: reached(started("192.0.2.1", 1), unstartedLearner("192.0.2.3", 3))}, want: MoveAside, why: "no write-ahead log"},
 		{name: "data of another cluster is never touched",
-			in: Inputs{InList: true, HasData: true, LocalID: 3, KnownClusterID: 0xbad, View: cluster}, want: Refuse, why: "belongs to cluster bad"},
+			in: Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xbad, View: cluster}, want: Refuse, why: "belongs to cluster bad"},
 		{name: "running and still a member: keep",
-			in: Inputs{InList: true, Running: true, LocalID: 3, View: cluster}, want: Keep},
+			in: Inputs{InList: true, Running: true, LocalID: 3, Pinned: 0xc1, View: cluster}, want: Keep},
 		{name: "running but removed: stop and move aside",
-			in: Inputs{InList: false, Running: true, LocalID: 3, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: StopRemoved},
+			in: Inputs{InList: false, Running: true, LocalID: 3, Pinned: 0xc1, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: StopRemoved},
+		{name: "running, and a view of another cluster lacks the member: keep",
+			in: Inputs{InList: true, Running: true, LocalID: 3, Pinned: 0xbad, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: Keep},
+		{name: "running, not pinned yet: keep (never stop on a view that may not be ours)",
+			in: Inputs{InList: true, Running: true, LocalID: 3, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: Keep},
 		{name: "running and the cluster unreachable: keep (never act on a partial view)",
-			in: Inputs{InList: true, Running: true, LocalID: 3, View: nobody}, want: Keep},
+			in: Inputs{InList: true, Running: true, LocalID: 3, Pinned: 0xc1, View: nobody}, want: Keep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -81,13 +81,23 @@ func (s *Source) Err() error {
 // changed (a Refresh returns that itself).
 func (s *Source) Changes() <-chan struct{} { return s.changes }
 
-// SetConfig switches to a reloaded configuration (SIGHUP) and re-reads.
+// SetConfig switches to a reloaded configuration (SIGHUP) and reads the
+// source it names at once: events the watch is waiting to act on concern
+// the old file. Only a file modified within the settle time is left for
+// the watch, which moves to the new file.
 func (s *Source) SetConfig(cfg *config.Config) {
 	s.mu.Lock()
 	s.cfg = cfg
 	s.lastSeen = ""
 	s.mu.Unlock()
-	s.Refresh()
+	select {
+	case s.resync <- struct{}{}:
+	default:
+	}
+	if cfg.Members.Source == config.SourceFile && s.recentlyModified(cfg.Members.File) {
+		return
+	}
+	s.refresh(false)
 }
 
 func (s *Source) config() *config.Config {
@@ -134,14 +144,16 @@ func (s *Source) Refresh() bool {
 }
 
 // unsettled tells whether the file may be mid-write: the watch saw events
-// it has not read after yet, or the file was modified within the settle
-// time. A modification time in the future (a file copied with its times
-// from a host whose clock is ahead) says nothing about a write going on,
-// so it never holds a read off.
+// it has not read after yet, or the file was modified recently.
 func (s *Source) unsettled(path string) bool {
-	if s.pending.Load() {
-		return true
-	}
+	return s.pending.Load() || s.recentlyModified(path)
+}
+
+// recentlyModified: the file was modified within the settle time. A
+// modification time in the future (a file copied with its times from a
+// host whose clock is ahead) says nothing about a write going on, so it
+// never holds a read off.
+func (s *Source) recentlyModified(path string) bool {
 	fi, err := os.Stat(path)
 	if err != nil {
 		return false

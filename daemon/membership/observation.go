@@ -12,6 +12,7 @@ package membership
 
 import (
 	"fmt"
+	"regexp"
 	"slices"
 	"strconv"
 )
@@ -35,8 +36,17 @@ type Health struct {
 	// a learner's client port only once it published itself (seconds after
 	// start), while the learner can be promoted almost at once.
 	PeerListening bool
-	// Problem explains why the member is not healthy; empty when healthy.
-	Problem          string
+	// Problem says why the member does not take part in the cluster's
+	// raft as itself (unreachable, another cluster's or member's identity,
+	// no leader); empty when it does.
+	Problem string
+	// WrongIdentity is set when the member's endpoint answered as another
+	// cluster's member or as another member: whatever runs there is not
+	// this member.
+	WrongIdentity bool
+	// Alarms are the alarms this member raised (NOSPACE, CORRUPT): the
+	// member runs in raft, but its storage needs an operator.
+	Alarms           []string
 	Leader           uint64
 	RaftTerm         uint64
 	RaftIndex        uint64
@@ -45,9 +55,38 @@ type Health struct {
 	Version          string
 }
 
-// Healthy means the member answered Status, knows a leader and reports no
-// errors (alarms such as NOSPACE count as errors).
-func (m Member) Healthy() bool { return m.Health.Reachable && m.Health.Problem == "" }
+// InRaft means the member answered Status as itself, in the observed
+// cluster, and knows a leader: it votes and takes part in replication.
+// This, not the absence of alarms, is what quorum is counted in.
+func (m Member) InRaft() bool { return m.Health.Reachable && m.Health.Problem == "" }
+
+// Healthy means the member is in raft and raised no alarm.
+func (m Member) Healthy() bool { return m.InRaft() && len(m.Health.Alarms) == 0 }
+
+// Alarm is an alarm one member raised; etcd keeps them cluster-wide and
+// every member reports all of them.
+type Alarm struct {
+	MemberID uint64
+	Type     string
+}
+
+// The text form's spacing is not fixed (protobuf varies it on purpose).
+var alarmPattern = regexp.MustCompile(`^\s*memberID:\s*(\d+)\s+alarm:\s*([A-Z_]+)\s*$`)
+
+// ParseAlarm reads an alarm from a Status answer's errors, where etcd
+// writes each as its AlarmMember's text form ("memberID:<decimal>
+// alarm:NOSPACE").
+func ParseAlarm(s string) (Alarm, bool) {
+	m := alarmPattern.FindStringSubmatch(s)
+	if m == nil {
+		return Alarm{}, false
+	}
+	id, err := strconv.ParseUint(m[1], 10, 64)
+	if err != nil {
+		return Alarm{}, false
+	}
+	return Alarm{MemberID: id, Type: m[2]}, true
+}
 
 // Started means the member has published its name and client URLs, which
 // etcd does once its server runs. An unstarted member was added (or listed
@@ -61,23 +100,43 @@ func IDString(id uint64) string { return strconv.FormatUint(id, 16) }
 // Observation is one consistent view of the cluster.
 type Observation struct {
 	ClusterID uint64
+	// Pinned is the cluster this agent belongs to; 0 before it joined or
+	// bootstrapped one.
+	Pinned uint64
 	// LeaderID is the leader as reported by the healthy members; 0 if none.
 	LeaderID uint64
 	Members  []Member
+	// Foreign lists endpoints that answered for another cluster.
+	Foreign []Foreign
+	// Alarms are the cluster's alarms, each with the member that raised it.
+	Alarms []Alarm
 	// Stale lists member IDs that this node's agent knows are its own
 	// earlier incarnation with lost data: they can never become healthy
 	// again and must be removed before the node rejoins as a learner.
 	Stale []uint64
+	// Expired lists learners that were not promoted within the learner
+	// timeout: they are removed, so that no learner holds etcd's single
+	// learner slot for ever.
+	Expired []uint64
+	// HeldBack lists peer URLs whose learner expired recently: they are
+	// not added again before the others had their turn.
+	HeldBack []string
 }
 
-// Voters counts voting members and how many of them are healthy.
+// Ambiguous is true when this agent belongs to no cluster yet and the
+// endpoints it asked answer for more than one: it cannot tell which is
+// its own, and acts for neither.
+func (o Observation) Ambiguous() bool { return o.Pinned == 0 && len(o.Foreign) > 0 }
+
+// Voters counts voting members and how many of them are healthy: in raft,
+// as themselves (an alarm does not take a member out of the quorum).
 func (o Observation) Voters() (voters, healthy int) {
 	for _, m := range o.Members {
 		if m.IsLearner {
 			continue
 		}
 		voters++
-		if m.Healthy() && !o.isStale(m.ID) {
+		if m.InRaft() && !o.isStale(m.ID) {
 			healthy++
 		}
 	}
@@ -97,11 +156,11 @@ func (o Observation) Member(id uint64) (Member, bool) {
 }
 
 // Answering returns the member with this peer URL whose own endpoint
-// answered: the local member as far as the cluster can tell, when only
-// the node's peer URL is known.
+// answered as that member: the local member as far as the cluster can
+// tell, when only the node's peer URL is known.
 func (o Observation) Answering(peerURL string) (Member, bool) {
 	for _, m := range o.Members {
-		if m.Health.Reachable && slices.Contains(m.PeerURLs, peerURL) {
+		if m.Health.Reachable && !m.Health.WrongIdentity && slices.Contains(m.PeerURLs, peerURL) {
 			return m, true
 		}
 	}

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 )
@@ -18,7 +20,8 @@ import (
 // View is what one observation pass learned about the cluster.
 type View struct {
 	Observation
-	// Reached is true when some endpoint answered a linearizable
+	// Reached is true when some endpoint of the pinned cluster (any
+	// cluster, for an agent not pinned yet) answered a linearizable
 	// MemberList: the members are current and the cluster has quorum.
 	Reached bool
 	// Established is true when a cluster with started members exists,
@@ -29,28 +32,59 @@ type View struct {
 	Problems []string
 }
 
+// Foreign is an endpoint that answered for another cluster than the one
+// observed: an etcd of another cluster on a listed address, or the list
+// pointing at the wrong hosts. Nothing is ever done to or for it.
+type Foreign struct {
+	Endpoint  string
+	ClusterID uint64
+	// MemberID is the answering member's ID in its own cluster.
+	MemberID uint64
+}
+
+func (f Foreign) String() string {
+	return fmt.Sprintf("%s answers for cluster %s (member %s)", f.Endpoint, IDString(f.ClusterID), IDString(f.MemberID))
+}
+
+// Target says where to look.
+type Target struct {
+	// Endpoints are asked for the member list (all at once).
+	Endpoints []string
+	// Listed are the client URLs of the listed addresses. Those that are
+	// not members' are asked for their Status too, so that an address
+	// answering for another cluster is known before anyone adds it.
+	Listed []string
+	// Pinned is the cluster this node belongs to (0: none yet). Answers
+	// from another cluster are recorded as Foreign and never make the view.
+	Pinned uint64
+}
+
 // Observer reads the cluster. Every call has its own timeout and calls to
 // different endpoints run in parallel, so one dead endpoint costs at most
 // one timeout per pass and never stalls the loop.
 type Observer struct {
-	Pool    *etcdclient.Pool
+	Cluster etcdclient.Cluster
 	Timeout time.Duration
 	// Scheme derives client URLs for members that have not published
 	// theirs yet (learners that just started).
 	Scheme identity.Scheme
+	// PeerListening tells whether a member's peer listener accepts
+	// connections; a TCP dial when nil.
+	PeerListening func(ctx context.Context, peerURLs []string) bool
 }
 
-// Observe lists the members through any of the candidate endpoints and
-// asks every member for its status.
-func (o *Observer) Observe(ctx context.Context, endpoints []string) View {
-	var v View
-	list, problems := o.memberList(ctx, endpoints, false)
+// Observe lists the members through any of the target's endpoints and
+// asks every member, and every listed address that is no member, for its
+// status.
+func (o *Observer) Observe(ctx context.Context, t Target) View {
+	v := View{Observation: Observation{Pinned: t.Pinned}}
+	list, problems := o.memberList(ctx, t, false, &v)
 	v.Problems = problems
 	if list == nil {
 		// No quorum, or nobody up. A serializable answer still tells an
 		// established cluster (members that published client URLs) from
 		// nodes that are themselves only bootstrapping.
-		if s, _ := o.memberList(ctx, endpoints, true); s != nil {
+		if s, _ := o.memberList(ctx, t, true, &v); s != nil {
 			v.Established = slices.ContainsFunc(s.Members, func(m Member) bool { return m.Started() })
 			v.ClusterID = s.ClusterID
 		}
@@ -59,7 +93,7 @@ func (o *Observer) Observe(ctx context.Context, endpoints []string) View {
 	v.Reached, v.Established = true, true
 	v.ClusterID = list.ClusterID
 	v.Members = list.Members
-	o.fillHealth(ctx, &v)
+	o.fillHealth(ctx, &v, t.Listed)
 	return v
 }
 
@@ -68,86 +102,139 @@ type memberList struct {
 	Members   []Member
 }
 
-// memberList asks all endpoints at once and returns the first answer.
-func (o *Observer) memberList(ctx context.Context, endpoints []string, serializable bool) (*memberList, []string) {
-	if len(endpoints) == 0 {
+// memberList asks all endpoints at once and returns the first answer from
+// the pinned cluster (from any cluster when not pinned); answers from
+// another cluster are recorded in v.Foreign.
+func (o *Observer) memberList(ctx context.Context, t Target, serializable bool, v *View) (*memberList, []string) {
+	if len(t.Endpoints) == 0 {
 		return nil, []string{"no endpoints to ask"}
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
 	type answer struct {
-		list *memberList
+		resp *pb.MemberListResponse
 		err  error
 		ep   string
 	}
-	answers := make(chan answer, len(endpoints))
-	for _, ep := range endpoints {
+	answers := make(chan answer, len(t.Endpoints))
+	for _, ep := range t.Endpoints {
 		go func() {
-			list, err := o.listFrom(ctx, ep, serializable)
-			answers <- answer{list, err, ep}
+			resp, err := o.Cluster.MemberList(ctx, ep, serializable)
+			answers <- answer{resp, err, ep}
 		}()
 	}
 	var problems []string
-	for range endpoints {
+	for range t.Endpoints {
 		a := <-answers
-		if a.err == nil {
-			return a.list, nil // the deferred cancel stops the others
+		if a.err != nil {
+			problems = append(problems, fmt.Sprintf("%s: %v", a.ep, a.err))
+			continue
 		}
-		problems = append(problems, fmt.Sprintf("%s: %v", a.ep, a.err))
+		if t.Pinned != 0 && a.resp.Header.ClusterId != t.Pinned {
+			v.addForeign(Foreign{Endpoint: a.ep, ClusterID: a.resp.Header.ClusterId, MemberID: a.resp.Header.MemberId})
+			problems = append(problems, fmt.Sprintf("%s: answers for cluster %s, not %s", a.ep, IDString(a.resp.Header.ClusterId), IDString(t.Pinned)))
+			continue
+		}
+		list := &memberList{ClusterID: a.resp.Header.ClusterId}
+		for _, m := range a.resp.Members {
+			list.Members = append(list.Members, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
+		}
+		return list, nil // the deferred cancel stops the others
 	}
 	slices.Sort(problems)
 	return nil, problems
 }
 
-func (o *Observer) listFrom(ctx context.Context, endpoint string, serializable bool) (*memberList, error) {
-	e, err := o.Pool.Get(endpoint)
-	if err != nil {
-		return nil, err
+func (v *View) addForeign(f Foreign) {
+	if !slices.ContainsFunc(v.Foreign, func(g Foreign) bool { return g.Endpoint == f.Endpoint }) {
+		v.Foreign = append(v.Foreign, f)
 	}
-	resp, err := e.MemberList(ctx, serializable)
-	if err != nil {
-		return nil, err
-	}
-	list := &memberList{ClusterID: resp.Header.ClusterId}
-	for _, m := range resp.Members {
-		list.Members = append(list.Members, Member{ID: m.ID, Name: m.Name, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs, IsLearner: m.IsLearner})
-	}
-	return list, nil
 }
 
-// fillHealth asks every member for its Status in parallel.
-func (o *Observer) fillHealth(ctx context.Context, v *View) {
-	var wg sync.WaitGroup
-	for i := range v.Members {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			v.Members[i].Health = o.health(ctx, v.Members[i], v.ClusterID)
-		}()
+// fillHealth asks every member, and every listed endpoint that is no
+// member's, for its Status, all in parallel.
+func (o *Observer) fillHealth(ctx context.Context, v *View, listed []string) {
+	var probes []string
+	for _, ep := range listed {
+		if !slices.ContainsFunc(v.Members, func(m Member) bool { return o.clientURL(m) == ep }) {
+			probes = append(probes, ep)
+		}
 	}
-	wg.Wait()
+	var (
+		mu       sync.Mutex
+		done     sync.WaitGroup
+		statuses = make([]*pb.StatusResponse, len(v.Members))
+	)
+	for i := range v.Members {
+		done.Go(func() {
+			h, s := o.health(ctx, v.Members[i], v.ClusterID)
+			v.Members[i].Health, statuses[i] = h, s
+		})
+	}
+	for _, ep := range probes {
+		done.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, o.Timeout)
+			defer cancel()
+			s, err := o.Cluster.Status(ctx, ep)
+			if err != nil || s.Header.ClusterId == v.ClusterID {
+				return
+			}
+			mu.Lock()
+			v.addForeign(Foreign{Endpoint: ep, ClusterID: s.Header.ClusterId, MemberID: s.Header.MemberId})
+			mu.Unlock()
+		})
+	}
+	done.Wait()
+	for i, m := range v.Members {
+		if s := statuses[i]; s != nil && s.Header.ClusterId != v.ClusterID {
+			v.addForeign(Foreign{Endpoint: o.clientURL(m), ClusterID: s.Header.ClusterId, MemberID: s.Header.MemberId})
+		}
+	}
+	v.attributeAlarms(statuses)
 	// The leader is what the members that can see one agree on; with a
 	// split view the highest term wins.
 	var term uint64
 	for _, m := range v.Members {
-		if m.Healthy() && m.Health.RaftTerm >= term {
+		if m.InRaft() && m.Health.RaftTerm >= term {
 			term, v.LeaderID = m.Health.RaftTerm, m.Health.Leader
 		}
 	}
 }
 
-func (o *Observer) health(ctx context.Context, m Member, clusterID uint64) Health {
+// attributeAlarms collects the cluster's alarms from the members' Status
+// answers (every member reports all of them) and marks each member with
+// the alarms it raised itself: a NOSPACE raised by one member is that
+// member's problem, not every member's.
+func (v *View) attributeAlarms(statuses []*pb.StatusResponse) {
+	for i, s := range statuses {
+		if s == nil || v.Members[i].Health.Problem != "" {
+			continue
+		}
+		for _, e := range s.Errors {
+			if a, ok := ParseAlarm(e); ok {
+				if !slices.Contains(v.Alarms, a) {
+					v.Alarms = append(v.Alarms, a)
+				}
+			}
+		}
+	}
+	for i := range v.Members {
+		for _, a := range v.Alarms {
+			if a.MemberID == v.Members[i].ID {
+				v.Members[i].Health.Alarms = append(v.Members[i].Health.Alarms, a.Type)
+			}
+		}
+	}
+}
+
+func (o *Observer) health(ctx context.Context, m Member, clusterID uint64) (Health, *pb.StatusResponse) {
 	endpoint := o.clientURL(m)
 	if endpoint == "" {
-		return Health{Problem: "no client URL"}
+		return Health{Problem: "no client URL"}, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, o.Timeout)
 	defer cancel()
-	e, err := o.Pool.Get(endpoint)
-	if err != nil {
-		return Health{Problem: err.Error()}
-	}
-	s, err := e.Status(ctx)
+	s, err := o.Cluster.Status(ctx, endpoint)
 	if err != nil {
 		problem := err.Error()
 		if errors.Is(err, context.DeadlineExceeded) {
@@ -157,25 +244,33 @@ func (o *Observer) health(ctx context.Context, m Member, clusterID uint64) Healt
 			problem = "not started: " + problem
 		}
 		h := Health{Problem: problem}
-		if m.IsLearner && peerListening(ctx, m) {
+		if m.IsLearner && o.peerListening(ctx, m.PeerURLs) {
 			h.PeerListening = true
 			h.Problem = "learner runs and catches up; etcd serves its client port once it published itself"
 		}
-		return h
+		return h, nil
 	}
 	h := Health{Reachable: true, Leader: s.Leader, RaftTerm: s.RaftTerm, RaftIndex: s.RaftIndex,
 		RaftAppliedIndex: s.RaftAppliedIndex, DBSize: s.DbSize, Version: s.Version}
+	var other []string
+	for _, e := range s.Errors {
+		if _, alarm := ParseAlarm(e); !alarm && e != "etcdserver: no leader" {
+			other = append(other, e)
+		}
+	}
 	switch {
 	case s.Header.ClusterId != clusterID:
 		h.Problem = fmt.Sprintf("answers for cluster %s, not %s", IDString(s.Header.ClusterId), IDString(clusterID))
+		h.WrongIdentity = true
 	case s.Header.MemberId != m.ID:
 		h.Problem = fmt.Sprintf("endpoint %s is member %s, not %s", endpoint, IDString(s.Header.MemberId), IDString(m.ID))
-	case len(s.Errors) > 0:
-		h.Problem = strings.Join(s.Errors, "; ")
+		h.WrongIdentity = true
 	case s.Leader == 0:
 		h.Problem = "no leader"
+	case len(other) > 0:
+		h.Problem = strings.Join(other, "; ")
 	}
-	return h
+	return h, s
 }
 
 // clientURL is the member's first published client URL, or for a member
@@ -190,6 +285,13 @@ func (o *Observer) clientURL(m Member) string {
 		}
 	}
 	return ""
+}
+
+func (o *Observer) peerListening(ctx context.Context, peerURLs []string) bool {
+	if o.PeerListening != nil {
+		return o.PeerListening(ctx, peerURLs)
+	}
+	return DialPeer(ctx, peerURLs)
 }
 
 // Endpoints returns the client URLs to observe the cluster through: every
@@ -208,10 +310,19 @@ func Endpoints(desired []identity.Member, members []Member, extra ...string) []s
 	return slices.Compact(eps)
 }
 
-// peerListening dials the member's peer listener: a TCP connection (no TLS
+// ClientURLs returns the listed members' client URLs.
+func ClientURLs(desired []identity.Member) []string {
+	urls := make([]string, len(desired))
+	for i, d := range desired {
+		urls[i] = d.ClientURL
+	}
+	return urls
+}
+
+// DialPeer dials a member's peer listener: a TCP connection (no TLS
 // handshake needed) says its server runs.
-func peerListening(ctx context.Context, m Member) bool {
-	for _, raw := range m.PeerURLs {
+func DialPeer(ctx context.Context, peerURLs []string) bool {
+	for _, raw := range peerURLs {
 		u, err := url.Parse(raw)
 		if err != nil || u.Host == "" {
 			continue

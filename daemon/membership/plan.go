@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/etcdlet/etcdlet/daemon/identity"
 )
@@ -85,6 +86,9 @@ const (
 	ActionPromote    ActionKind = "promote"
 	ActionRemove     ActionKind = "remove"
 	ActionMoveLeader ActionKind = "move-leader"
+	// ActionDisarm clears the alarm of a member that is no longer in the
+	// cluster: nobody else can, and it would hold the cluster's writes.
+	ActionDisarm ActionKind = "disarm-alarm"
 )
 
 // Action is one membership change.
@@ -97,6 +101,11 @@ type Action struct {
 	MemberID uint64
 	// TransfereeID is the new leader for move-leader.
 	TransfereeID uint64
+	// Alarm is the alarm type for disarm-alarm.
+	Alarm string
+	// Expired marks the removal of a learner that was not promoted within
+	// the learner timeout.
+	Expired bool
 	// Reason says why, in words for logs and status.
 	Reason string
 }
@@ -107,6 +116,8 @@ func (a Action) String() string {
 		return fmt.Sprintf("add %s (%s) as learner: %s", a.Name, a.PeerURL, a.Reason)
 	case ActionMoveLeader:
 		return fmt.Sprintf("move leadership from %s to member %s: %s", a.Name, IDString(a.TransfereeID), a.Reason)
+	case ActionDisarm:
+		return fmt.Sprintf("disarm the %s alarm of member %s: %s", a.Alarm, IDString(a.MemberID), a.Reason)
 	default:
 		return fmt.Sprintf("%s %s [%s]: %s", a.Kind, a.Name, IDString(a.MemberID), a.Reason)
 	}
@@ -120,13 +131,15 @@ const (
 	WaitEmptyList         WaitReason = "EmptyList"         // an empty list never removes members
 	WaitNoQuorum          WaitReason = "NoQuorum"          // the cluster cannot commit any change
 	WaitWouldLoseQuorum   WaitReason = "WouldLoseQuorum"   // removal would leave too few healthy voters
-	WaitLastVoter         WaitReason = "LastVoter"         // the last voter is never removed
 	WaitLearnerPending    WaitReason = "LearnerPending"    // etcd allows one learner at a time
 	WaitLearnerNotStarted WaitReason = "LearnerNotStarted" // promotion waits for the learner's server
 	WaitUnhealthyVoter    WaitReason = "UnhealthyVoter"    // etcd refuses adds until every voter is connected
 	WaitJoinPending       WaitReason = "JoinPending"       // a replacement votes before the old member leaves
 	WaitNoTransferee      WaitReason = "NoTransferee"      // no healthy voter can take leadership
 	WaitConflict          WaitReason = "Conflict"          // identity half-matches; needs an operator
+	WaitForeign           WaitReason = "Foreign"           // an endpoint answers for another cluster
+	WaitOrphaningList     WaitReason = "OrphaningList"     // the list shares no address with the voters
+	WaitLearnerBackoff    WaitReason = "LearnerBackoff"    // its learner expired; others join first
 )
 
 // Wait is a change that is needed but refused for now, and why.
@@ -156,32 +169,51 @@ type Plan struct {
 func (p Plan) Converged() bool { return p.Next == nil && len(p.Waiting) == 0 }
 
 // MakePlan decides the next membership change. Its order encodes the
-// safety rules of ARCHITECTURE.md:
+// safety rules of docs/membership.md:
 //
-//  1. an empty list, or a cluster without quorum, changes nothing;
-//  2. learners that are not listed go first (they do not vote, so their
-//     removal is always safe and frees etcd's single learner slot);
-//  3. dead members that are not listed (or stale incarnations of this
+//  1. an empty list, a list that shares no address with the voters (it
+//     would orphan the cluster), answers from two clusters to an agent
+//     that belongs to neither, or a cluster without quorum: no change;
+//  2. alarms of members that left the cluster are disarmed;
+//  3. learners that are not listed, and learners not promoted within the
+//     learner timeout, are removed (they do not vote, so their removal is
+//     always safe, and it frees etcd's single learner slot);
+//  4. dead members that are not listed (or stale incarnations of this
 //     node) go next, when the healthy voters keep quorum: etcd refuses to
 //     add anyone while a voter is disconnected, so they block every join;
-//  4. a listed learner is promoted once its server runs (etcd says when
-//     it is in sync);
-//  5. a missing member is added as a learner, one at a time, only when
-//     every voter is healthy;
-//  6. a healthy member that is not listed is removed only when no listed
-//     member is still joining (replacements vote before the old one
-//     leaves), when quorum of healthy voters holds afterwards, and after
-//     the leader has handed leadership over.
+//  5. a listed learner is promoted once its server runs as itself (etcd
+//     says when it is in sync);
+//  6. a missing member is added as a learner, one at a time, only when
+//     every voter takes part in raft, and never for an address that
+//     answers for another cluster;
+//  7. a voter that is not listed is removed only when no listed member is
+//     still joining (replacements vote before the old one leaves), when
+//     quorum of healthy voters holds afterwards, and after the leader has
+//     handed leadership over.
 func MakePlan(desired []identity.Member, obs Observation) Plan {
 	var p Plan
 	if len(desired) == 0 {
 		p.wait("", "", WaitEmptyList, "the member list is empty; an empty list never removes members")
 		return p
 	}
+	if orphaning(desired, obs) {
+		p.wait("", "", WaitOrphaningList, "the list shares no address with the cluster's voters, so following it would orphan the cluster; replace members in steps that keep one voter listed")
+		return p
+	}
+	if obs.Ambiguous() {
+		p.wait("", "", WaitForeign, fmt.Sprintf("this agent belongs to no cluster yet and the endpoints answer for more than one (%s): it acts for neither", foreignList(obs.Foreign)))
+		return p
+	}
 	voters, healthy := obs.Voters()
 	if voters > 0 && healthy < Quorum(voters) {
 		p.wait("", "", WaitNoQuorum, fmt.Sprintf("%d of %d voters are healthy, quorum is %d; no membership change can commit", healthy, voters, Quorum(voters)))
 		return p
+	}
+	// 2. Alarms left behind by members that are gone.
+	for _, a := range obs.Alarms {
+		if _, ok := obs.Member(a.MemberID); !ok {
+			return p.next(Action{Kind: ActionDisarm, MemberID: a.MemberID, Alarm: a.Type, Reason: "the member that raised it is no longer in the cluster"})
+		}
 	}
 	m := Match(desired, obs.Members)
 	for _, c := range m.Conflicts {
@@ -201,19 +233,25 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 	}
 	slices.SortFunc(extra, func(a, b Member) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
 
-	// 2. Extra learners.
+	// 3. Extra and expired learners.
 	for _, e := range extra {
 		if e.IsLearner {
 			return p.next(Action{Kind: ActionRemove, Name: e.Name, PeerURL: first(e.PeerURLs), MemberID: e.ID, Reason: "learner is not in the member list"})
 		}
 	}
-	// 3. Dead or stale voters that are not listed.
+	for _, l := range learners {
+		if slices.Contains(obs.Expired, l.ID) {
+			return p.next(Action{Kind: ActionRemove, Name: nameOr(l, pairDesired(m, l.ID).Name), PeerURL: first(l.PeerURLs), MemberID: l.ID, Expired: true,
+				Reason: "learner was not promoted within the learner timeout (" + problemOr(l, "never in sync") + "); it frees the learner slot and its node rejoins"})
+		}
+	}
+	// 4. Dead or stale voters that are not listed.
 	for _, e := range extra {
-		if e.Healthy() && !obs.isStale(e.ID) {
+		if e.InRaft() && !obs.isStale(e.ID) {
 			continue
 		}
 		// Always safe here: the cluster has quorum (checked above), removing
-		// an unhealthy voter leaves the healthy count unchanged, and
+		// a voter outside raft leaves the healthy count unchanged, and
 		// Quorum(voters-1) <= Quorum(voters).
 		reason := "unhealthy member is not in the member list"
 		if obs.isStale(e.ID) {
@@ -221,13 +259,18 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 		}
 		return p.removeOrMoveLeader(e, reason, obs, m)
 	}
-	// 4. Listed learners are promoted.
+	// 5. Listed learners are promoted.
 	if len(learners) > 0 {
 		l := learners[0]
 		name := nameOr(l, pairDesired(m, l.ID).Name)
-		if l.Health.Reachable || l.Health.PeerListening {
+		switch {
+		case l.Health.WrongIdentity:
+			// Whatever answers there is not this learner: promoting it
+			// cannot succeed, and must not.
+			p.wait(ActionPromote, name, WaitLearnerNotStarted, "the learner's endpoint answers as someone else: "+l.Health.Problem)
+		case l.InRaft() || l.Health.PeerListening:
 			p = p.next(Action{Kind: ActionPromote, Name: name, PeerURL: first(l.PeerURLs), MemberID: l.ID, Reason: "listed learner joins the voters once in sync"})
-		} else {
+		default:
 			// Promoting a learner whose server does not run yet can only
 			// fail; its agent starts it once it sees the learner.
 			p.wait(ActionPromote, name, WaitLearnerNotStarted, "the learner's server does not run yet: "+l.Health.Problem)
@@ -238,39 +281,114 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 		p.waitForJoins(extra, name)
 		return p
 	}
-	// 5. Missing members are added as learners.
+	// 6. Missing members are added as learners.
 	if len(m.Missing) > 0 {
 		if learner, ok := anyLearner(obs.Members); ok {
 			for _, d := range m.Missing {
 				p.wait(ActionAddLearner, d.Name, WaitLearnerPending, fmt.Sprintf("learner %s must be promoted or removed first; etcd allows one learner at a time", learner))
 			}
-		} else if sick := unhealthyVoters(obs); len(sick) > 0 {
+		} else if sick := outsideRaft(obs); len(sick) > 0 {
 			for _, d := range m.Missing {
-				p.wait(ActionAddLearner, d.Name, WaitUnhealthyVoter, fmt.Sprintf("voter %s is unhealthy; etcd refuses membership changes until every voter is connected", sick[0]))
+				p.wait(ActionAddLearner, d.Name, WaitUnhealthyVoter, fmt.Sprintf("voter %s is not in raft; etcd refuses membership changes until every voter is connected", sick[0]))
 			}
-		} else {
-			d := m.Missing[0]
+		} else if d, ok := p.pickMissing(m.Missing, obs); ok {
 			p = p.next(Action{Kind: ActionAddLearner, Name: d.Name, PeerURL: d.PeerURL, Reason: "listed address is not a member"})
-			for _, d := range m.Missing[1:] {
-				p.wait(ActionAddLearner, d.Name, WaitLearnerPending, "joins after "+m.Missing[0].Name+"; etcd allows one learner at a time")
+			for _, other := range m.Missing {
+				if other.Name != d.Name && !p.waits(other.Name) {
+					p.wait(ActionAddLearner, other.Name, WaitLearnerPending, "joins after "+d.Name+"; etcd allows one learner at a time")
+				}
 			}
-			p.waitForJoins(extra, m.Missing[0].Name)
+			p.waitForJoins(extra, d.Name)
 			return p
 		}
 	}
-	// 6. Healthy voters that are not listed.
+	// 7. Voters that are not listed.
 	if joining := joiningName(m, learners); joining != "" {
 		p.waitForJoins(extra, joining)
 		return p
 	}
 	for _, e := range extra {
-		if healthy-1 < Quorum(voters-1) || voters == 1 {
+		// The only voter is never extra here: a list without it is
+		// orphaning, refused above.
+		if healthy-1 < Quorum(voters-1) {
 			p.waitRemove(e, voters, healthy)
 			continue
 		}
 		return p.removeOrMoveLeader(e, "member is not in the member list", obs, m)
 	}
 	return p
+}
+
+// pickMissing chooses the missing member to add next: the first in list
+// order whose address does not answer for another cluster and, while
+// another can go first, whose learner did not expire recently. The others
+// get a wait each.
+func (p *Plan) pickMissing(missing []identity.Member, obs Observation) (identity.Member, bool) {
+	var eligible, heldBack []identity.Member
+	for _, d := range missing {
+		if f, ok := foreignAt(obs, d.ClientURL); ok {
+			p.wait(ActionAddLearner, d.Name, WaitForeign, fmt.Sprintf("%s; never added to this cluster", f))
+			continue
+		}
+		if slices.Contains(obs.HeldBack, d.PeerURL) {
+			heldBack = append(heldBack, d)
+			continue
+		}
+		eligible = append(eligible, d)
+	}
+	if len(eligible) == 0 && len(heldBack) > 0 {
+		return heldBack[0], true // nobody else is waiting for the slot
+	}
+	for _, d := range heldBack {
+		p.wait(ActionAddLearner, d.Name, WaitLearnerBackoff, "its learner was not promoted in time; the other listed addresses join first")
+	}
+	if len(eligible) == 0 {
+		return identity.Member{}, false
+	}
+	return eligible[0], true
+}
+
+// orphaning reports whether the list shares no address with the current
+// voters: following it would remove every voter and leave the cluster to
+// members that never held its data.
+func orphaning(desired []identity.Member, obs Observation) bool {
+	voters := 0
+	for _, m := range obs.Members {
+		if m.IsLearner {
+			continue
+		}
+		voters++
+		for _, d := range desired {
+			if slices.Contains(m.PeerURLs, d.PeerURL) {
+				return false
+			}
+		}
+	}
+	return voters > 0
+}
+
+func foreignAt(obs Observation, endpoint string) (Foreign, bool) {
+	for _, f := range obs.Foreign {
+		if f.Endpoint == endpoint {
+			return f, true
+		}
+	}
+	return Foreign{}, false
+}
+
+func foreignList(fs []Foreign) string {
+	parts := make([]string, len(fs))
+	for i, f := range fs {
+		parts[i] = f.String()
+	}
+	return strings.Join(parts, "; ")
+}
+
+func problemOr(m Member, fallback string) string {
+	if m.Health.Problem != "" {
+		return m.Health.Problem
+	}
+	return fallback
 }
 
 // removeOrMoveLeader removes e, or first moves leadership away from it:
@@ -294,7 +412,7 @@ func pickTransferee(obs Observation, m Matching, leaving uint64) (uint64, bool) 
 	var best *Member
 	for i := range m.Matched {
 		c := &m.Matched[i].Member
-		if c.ID == leaving || c.IsLearner || !c.Healthy() || obs.isStale(c.ID) {
+		if c.ID == leaving || c.IsLearner || !c.InRaft() || obs.isStale(c.ID) {
 			continue
 		}
 		if best == nil || c.Health.RaftAppliedIndex > best.Health.RaftAppliedIndex ||
@@ -309,20 +427,21 @@ func pickTransferee(obs Observation, m Matching, leaving uint64) (uint64, bool) 
 }
 
 func (p *Plan) waitRemove(e Member, voters, healthy int) {
-	if voters == 1 {
-		p.wait(ActionRemove, e.Name, WaitLastVoter, "it is the last voter; the cluster would cease to exist")
-		return
-	}
 	p.wait(ActionRemove, e.Name, WaitWouldLoseQuorum, fmt.Sprintf("%d of %d voters are healthy; removing it would leave %d healthy of %d, below quorum %d",
 		healthy, voters, healthy-1, voters-1, Quorum(voters-1)))
 }
 
 func (p *Plan) waitForJoins(extra []Member, joining string) {
 	for _, e := range extra {
-		if e.Healthy() {
+		if e.InRaft() {
 			p.wait(ActionRemove, e.Name, WaitJoinPending, joining+" must vote first; a replacement joins before the old member leaves")
 		}
 	}
+}
+
+// waits reports whether a wait is already recorded for the member name.
+func (p *Plan) waits(name string) bool {
+	return slices.ContainsFunc(p.Waiting, func(w Wait) bool { return w.Name == name })
 }
 
 func (p *Plan) wait(kind ActionKind, name string, reason WaitReason, detail string) {
@@ -354,10 +473,12 @@ func anyLearner(members []Member) (Member, bool) {
 	return Member{}, false
 }
 
-func unhealthyVoters(obs Observation) []Member {
+// outsideRaft lists the voters that do not take part in raft as
+// themselves (or are this node's stale incarnation).
+func outsideRaft(obs Observation) []Member {
 	var sick []Member
 	for _, m := range obs.Members {
-		if !m.IsLearner && (!m.Healthy() || obs.isStale(m.ID)) {
+		if !m.IsLearner && (!m.InRaft() || obs.isStale(m.ID)) {
 			sick = append(sick, m)
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+
 	"github.com/etcdlet/etcdlet/daemon/identity"
 )
 
@@ -139,25 +141,113 @@ func TestMakePlan(t *testing.T) {
 		},
 		{
 			name:    "a listed learner whose server does not answer yet is not promoted, and blocks the rest",
-			desired: desired("192.0.2.2", "192.0.2.3"),
-			obs:     obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2, learner, down)),
+			desired: desired("192.0.2.4", "192.0.2.2", "192.0.2.3"),
+			obs:     obs(1, member("192.0.2.1", 1), member("192.0.2.4", 4), member("192.0.2.2", 2, learner, down)),
 			waits:   []string{"LearnerNotStarted etcd-main-192.0.2.2", "LearnerPending etcd-main-192.0.2.3", "JoinPending etcd-main-192.0.2.1"},
 		},
 		{
-			name:    "the last voter is never removed",
+			name:    "a learner whose endpoint answers as someone else is never promoted",
+			desired: desired("192.0.2.1", "192.0.2.2"),
+			obs: obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2, learner, func(m *Member) {
+				m.Health = Health{Reachable: true, WrongIdentity: true, Problem: "answers for cluster 9, not 7"}
+			})),
+			waits: []string{"LearnerNotStarted etcd-main-192.0.2.2"},
+		},
+		{
+			name:    "a learner not promoted within the learner timeout is removed",
+			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.3"),
+			obs: func() Observation {
+				o := obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2, learner, down))
+				o.Expired = []uint64{2}
+				return o
+			}(),
+			want: "remove etcd-main-192.0.2.2 [2]: learner was not promoted within the learner timeout",
+		},
+		{
+			name:    "after its learner expired, an address waits while another joins",
+			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.3"),
+			obs: func() Observation {
+				o := obs(1, member("192.0.2.1", 1))
+				o.HeldBack = []string{scheme.For(netip.MustParseAddr("192.0.2.2")).PeerURL}
+				return o
+			}(),
+			want:  "add etcd-main-192.0.2.3",
+			waits: []string{"LearnerBackoff etcd-main-192.0.2.2"},
+		},
+		{
+			name:    "an address held back is added when nobody else waits",
+			desired: desired("192.0.2.1", "192.0.2.2"),
+			obs: func() Observation {
+				o := obs(1, member("192.0.2.1", 1))
+				o.HeldBack = []string{scheme.For(netip.MustParseAddr("192.0.2.2")).PeerURL}
+				return o
+			}(),
+			want: "add etcd-main-192.0.2.2",
+		},
+		{
+			name:    "the only voter is never removed: a list without it would orphan the cluster",
 			desired: desired("192.0.2.2"),
 			obs: func() Observation {
 				squatter := member("192.0.2.2", 2, learner)
 				squatter.Name = "infra2"
 				return obs(1, member("192.0.2.1", 1), squatter)
 			}(),
-			waits: []string{"Conflict etcd-main-192.0.2.2", "LastVoter etcd-main-192.0.2.1"},
+			waits: []string{"OrphaningList"},
+		},
+		{
+			name:    "a list sharing no address with the voters is refused",
+			desired: desired("192.0.2.4", "192.0.2.5", "192.0.2.6"),
+			obs:     obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2), member("192.0.2.3", 3)),
+			waits:   []string{"OrphaningList"},
 		},
 		{
 			name:    "a cluster whose only voter is down has no quorum",
-			desired: desired("192.0.2.2"),
+			desired: desired("192.0.2.1", "192.0.2.2"),
 			obs:     obs(0, member("192.0.2.1", 1, down)),
 			waits:   []string{"NoQuorum"},
+		},
+		{
+			name:    "an address that answers for another cluster is never added",
+			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.4", "192.0.2.5"),
+			obs: func() Observation {
+				o := obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2))
+				o.Pinned = 7
+				o.Foreign = []Foreign{{Endpoint: scheme.For(netip.MustParseAddr("192.0.2.4")).ClientURL, ClusterID: 9, MemberID: 4}}
+				return o
+			}(),
+			want:  "add etcd-main-192.0.2.5",
+			waits: []string{"Foreign etcd-main-192.0.2.4"},
+		},
+		{
+			name:    "an agent in no cluster yet that hears two clusters acts for neither",
+			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.4"),
+			obs: func() Observation {
+				o := obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2))
+				o.Foreign = []Foreign{{Endpoint: scheme.For(netip.MustParseAddr("192.0.2.4")).ClientURL, ClusterID: 9, MemberID: 4}}
+				return o
+			}(),
+			waits: []string{"Foreign"},
+		},
+		{
+			name:    "an alarm does not take its member out of the quorum, and a join proceeds",
+			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"),
+			obs: func() Observation {
+				o := obs(1, member("192.0.2.1", 1, func(m *Member) { m.Health.Alarms = []string{"NOSPACE"} }),
+					member("192.0.2.2", 2), member("192.0.2.3", 3))
+				o.Alarms = []Alarm{{MemberID: 1, Type: "NOSPACE"}}
+				return o
+			}(),
+			want: "add etcd-main-192.0.2.4",
+		},
+		{
+			name:    "the alarm of a member that left is disarmed",
+			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.3"),
+			obs: func() Observation {
+				o := obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2), member("192.0.2.3", 3))
+				o.Alarms = []Alarm{{MemberID: 9, Type: "CORRUPT"}}
+				return o
+			}(),
+			want: "disarm the CORRUPT alarm of member 9",
 		},
 		{
 			name:    "dead unlisted voter is removed before a join, since etcd refuses adds while it is down",
@@ -262,6 +352,26 @@ func TestQuorum(t *testing.T) {
 	for voters, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4} {
 		if got := Quorum(voters); got != want {
 			t.Errorf("Quorum(%d) = %d, want %d", voters, got, want)
+		}
+	}
+}
+
+func TestParseAlarm(t *testing.T) {
+	// The text etcd writes into a Status answer's errors for each alarm:
+	// its AlarmMember's String().
+	for _, tt := range []struct {
+		in   string
+		want Alarm
+		ok   bool
+	}{
+		{(&pb.AlarmMember{MemberID: 0x3452d601672a65c4, Alarm: pb.AlarmType_NOSPACE}).String(), Alarm{MemberID: 0x3452d601672a65c4, Type: "NOSPACE"}, true},
+		{(&pb.AlarmMember{MemberID: 1, Alarm: pb.AlarmType_CORRUPT}).String(), Alarm{MemberID: 1, Type: "CORRUPT"}, true},
+		{"etcdserver: no leader", Alarm{}, false},
+		{"memberID:x alarm:NOSPACE", Alarm{}, false},
+	} {
+		got, ok := ParseAlarm(tt.in)
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("ParseAlarm(%q) = %+v, %v; want %+v, %v", tt.in, got, ok, tt.want, tt.ok)
 		}
 	}
 }

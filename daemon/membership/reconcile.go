@@ -9,8 +9,7 @@ import (
 	"sync"
 	"time"
 
-	clientv3 "go.etcd.io/etcd/client/v3"
-	"go.etcd.io/etcd/client/v3/concurrency"
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
@@ -18,28 +17,38 @@ import (
 
 // Reconciler executes planned membership changes as the single writer.
 //
-// Any agent may be the writer; an etcd mutex decides which one acts. The
+// Any agent may be the writer; the writer lock decides which one acts. The
 // lock holder re-observes and re-plans under the lock before it acts, so
 // two agents that planned concurrently never both act on a stale view:
-// two removals that are each safe alone can never both happen. The lock
-// lives in a lease-backed session: a writer killed mid-change releases it
-// when its lease expires (agent.lockTTL). Every call stays well inside
-// that TTL (agent.callTimeout is at most a third of it).
+// two removals that are each safe alone can never both happen. The locked
+// section has a deadline well inside the lock's lease, and before every
+// membership call the holder confirms that it still holds the lock and
+// that the lease outlasts the call; any error around the lock closes its
+// session, revoking the lease (docs/membership.md, "One writer at a time").
 type Reconciler struct {
-	Pool     *etcdclient.Pool
+	Cluster  etcdclient.Cluster
+	Locker   etcdclient.Locker
 	Observer *Observer
 	Log      *slog.Logger
-	// LockKey is the etcd key prefix of the writer mutex.
-	LockKey string
-	LockTTL time.Duration
-	Policy  etcdclient.Policy
+	Policy   etcdclient.Policy
+	// Section bounds the locked section: re-observe, plan, act.
+	Section time.Duration
+	// LearnerTimeout is how long a learner may stay unpromoted before it
+	// is removed.
+	LearnerTimeout time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 	// OnChange is called after every membership call with its outcome.
 	OnChange func(a Action, r etcdclient.Result)
 
-	mu        sync.Mutex
-	client    *clientv3.Client // the lock session's; changes use the pool
-	endpoints []string
-	session   *concurrency.Session
+	mu       sync.Mutex
+	learners map[uint64]learnerSeen // first seen, per learner ID
+	heldBack map[string]time.Time   // peer URL -> not re-added before
+}
+
+type learnerSeen struct {
+	at      time.Time
+	peerURL string
 }
 
 // StepResult says what one reconcile step did.
@@ -54,8 +63,12 @@ type StepResult struct {
 
 // Step plans from the view and, when there is something to do, takes the
 // writer lock, re-observes, re-plans and executes that plan's next action.
-func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view View, stale []uint64) (StepResult, error) {
+// local is the local member's ID (0 when it has none): while the cluster
+// takes no writes (a NOSPACE or CORRUPT alarm), the lock cannot be taken,
+// and the agent of the leading member acts alone (etcdclient.LeaderLock).
+func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view View, stale []uint64, local uint64) (StepResult, error) {
 	view.Stale = stale
+	r.age(&view.Observation)
 	plan := MakePlan(desired, view.Observation)
 	res := StepResult{Plan: plan}
 	if plan.Next == nil || !view.Reached {
@@ -65,84 +78,158 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 	if len(voters) == 0 {
 		return res, errors.New("no voter with a client URL to take the writer lock through")
 	}
-	mutex, err := r.mutex(ctx, voters)
-	if err != nil {
-		return res, err
+	ctx, cancel := context.WithTimeout(ctx, r.Section)
+	defer cancel()
+	lock, err := r.Locker.TryLock(ctx, voters)
+	if etcdclient.RefusesWrites(err) {
+		lock, err = r.leaderLock(view, local, err)
 	}
-	lockCtx, cancel := context.WithTimeout(ctx, r.Policy.AttemptTimeout)
-	err = mutex.TryLock(lockCtx)
-	cancel()
-	if errors.Is(err, concurrency.ErrLocked) {
+	if errors.Is(err, etcdclient.ErrLocked) {
 		res.Busy = true
 		return res, nil
 	}
 	if err != nil {
-		return res, fmt.Errorf("take writer lock %s: %w", r.LockKey, err)
+		return res, err
 	}
 	defer func() {
 		unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), r.Policy.AttemptTimeout)
 		defer cancel()
-		if err := mutex.Unlock(unlockCtx); err != nil {
-			r.Log.Warn("release writer lock failed; it expires with the session lease", "lock", r.LockKey, "error", err)
+		if err := lock.Unlock(unlockCtx); err != nil {
+			r.Log.Warn("release writer lock failed", "error", err)
 		}
 	}()
 
 	// Re-observe under the lock: the view the plan came from may predate
 	// another writer's change.
-	fresh := r.Observer.Observe(ctx, Endpoints(desired, view.Members))
+	fresh := r.Observer.Observe(ctx, Target{Endpoints: Endpoints(desired, view.Members), Listed: ClientURLs(desired), Pinned: view.Pinned})
 	if !fresh.Reached {
 		return res, fmt.Errorf("cluster unreachable after taking the writer lock: %v", fresh.Problems)
 	}
 	fresh.Stale = stale
+	r.age(&fresh.Observation)
 	res.Plan = MakePlan(desired, fresh.Observation)
 	if res.Plan.Next == nil {
 		return res, nil
 	}
 	action := *res.Plan.Next
 	res.Acted = &action
-	res.Result = r.execute(ctx, action, fresh)
+	res.Result = r.execute(ctx, action, fresh, lock)
 	r.logChange(action, res.Result)
+	if action.Expired && res.Result.Outcome == etcdclient.Done {
+		r.holdBack(action.PeerURL)
+	}
 	if r.OnChange != nil {
 		r.OnChange(action, res.Result)
 	}
 	return res, nil
 }
 
-// execute runs one action with bounded retries. Membership calls go to
-// the leader when it can serve them (no forwarding), else to the other
-// healthy voters in turn, and never to the member being removed: it stops
-// as its removal applies, and the answer would be lost with it.
-func (r *Reconciler) execute(ctx context.Context, a Action, view View) etcdclient.Result {
-	op, call := etcdclient.Op(a.Kind), func(ctx context.Context, e *etcdclient.Endpoint) error {
-		switch a.Kind {
-		case ActionAddLearner:
-			return e.MemberAddAsLearner(ctx, a.PeerURL)
-		case ActionPromote:
-			return e.MemberPromote(ctx, a.MemberID)
-		case ActionRemove:
-			return e.MemberRemove(ctx, a.MemberID)
-		case ActionMoveLeader:
-			return e.MoveLeader(ctx, a.TransfereeID)
-		}
-		return fmt.Errorf("unknown action %q", a.Kind)
+// leaderLock is the stand-in for the writer lock while the cluster is out
+// of space: the leading member's agent acts; any other is busy.
+func (r *Reconciler) leaderLock(view View, local uint64, cause error) (etcdclient.Lock, error) {
+	m, ok := view.Member(local)
+	if local == 0 || view.LeaderID != local || !ok || len(m.ClientURLs) == 0 {
+		return nil, etcdclient.ErrLocked
 	}
+	r.Log.Warn("the writer lock cannot be taken while the cluster takes no writes; the leading member's agent acts alone", "cause", cause)
+	return etcdclient.LeaderLock{Cluster: r.Cluster, Endpoint: m.ClientURLs[0], MemberID: local, Hold: r.Policy.AttemptTimeout + time.Second}, nil
+}
+
+func (r *Reconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+// age records when each learner was first seen, marks those unpromoted
+// for longer than LearnerTimeout as expired, and carries the addresses
+// held back after an expiry. Every agent keeps its own times: the one that
+// holds the lock when a learner expires removes it.
+func (r *Reconciler) age(obs *Observation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.now()
+	seen := map[uint64]learnerSeen{}
+	for _, m := range obs.Members {
+		if !m.IsLearner {
+			continue
+		}
+		s, ok := r.learners[m.ID]
+		if !ok {
+			s = learnerSeen{at: now, peerURL: first(m.PeerURLs)}
+		}
+		seen[m.ID] = s
+		if r.LearnerTimeout > 0 && now.Sub(s.at) >= r.LearnerTimeout {
+			obs.Expired = append(obs.Expired, m.ID)
+		}
+	}
+	r.learners = seen
+	for url, until := range r.heldBack {
+		if now.Before(until) {
+			obs.HeldBack = append(obs.HeldBack, url)
+		} else {
+			delete(r.heldBack, url)
+		}
+	}
+	slices.Sort(obs.HeldBack)
+}
+
+func (r *Reconciler) holdBack(peerURL string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.heldBack == nil {
+		r.heldBack = map[string]time.Time{}
+	}
+	r.heldBack[peerURL] = r.now().Add(r.LearnerTimeout)
+}
+
+// execute runs one action with bounded retries. Before each attempt the
+// holder confirms the lock and gives the attempt no more time than the
+// lock's lease is sure to last. Membership calls go to the leader when it
+// can serve them (no forwarding), else to the other healthy voters in
+// turn, and never to the member being removed: it stops as its removal
+// applies, and the answer would be lost with it.
+func (r *Reconciler) execute(ctx context.Context, a Action, view View, lock etcdclient.Lock) etcdclient.Result {
 	targets := writeTargets(view, a)
 	if len(targets) == 0 {
 		return etcdclient.Result{Outcome: etcdclient.Retry, Err: errors.New("no healthy voter to send the change to")}
 	}
 	attempt := 0
-	return etcdclient.Do(ctx, r.Policy, op, func(ctx context.Context) error {
-		endpoint, err := r.Pool.Get(targets[attempt%len(targets)])
-		attempt++
+	return etcdclient.Do(ctx, r.Policy, etcdclient.Op(a.Kind), func(ctx context.Context) error {
+		remaining, err := lock.Remaining(ctx)
 		if err != nil {
 			return err
 		}
-		return call(ctx, endpoint)
+		// A call that could outlast the lease would run unguarded: another
+		// agent could take the lock and act on a view without it.
+		ctx, cancel := context.WithTimeout(ctx, remaining-time.Second)
+		defer cancel()
+		endpoint := targets[attempt%len(targets)]
+		attempt++
+		return r.call(ctx, a, endpoint)
 	})
 }
 
+func (r *Reconciler) call(ctx context.Context, a Action, endpoint string) error {
+	switch a.Kind {
+	case ActionAddLearner:
+		_, err := r.Cluster.MemberAddAsLearner(ctx, endpoint, a.PeerURL)
+		return err
+	case ActionPromote:
+		return r.Cluster.MemberPromote(ctx, endpoint, a.MemberID)
+	case ActionRemove:
+		return r.Cluster.MemberRemove(ctx, endpoint, a.MemberID)
+	case ActionMoveLeader:
+		return r.Cluster.MoveLeader(ctx, endpoint, a.TransfereeID)
+	case ActionDisarm:
+		return r.Cluster.AlarmDisarm(ctx, endpoint, a.MemberID, alarmType(a.Alarm))
+	}
+	return fmt.Errorf("unknown action %q", a.Kind)
+}
+
 // writeTargets orders the endpoints a change is sent to: the leader first
-// (MoveLeader must reach it), then the other healthy voters; never the
+// (MoveLeader must reach it), then the other voters in raft; never the
 // member a removal is about.
 func writeTargets(view View, a Action) []string {
 	var leader, others []string
@@ -170,6 +257,9 @@ func (r *Reconciler) logChange(a Action, res etcdclient.Result) {
 	if a.TransfereeID != 0 {
 		attrs = append(attrs, "transferee", IDString(a.TransfereeID))
 	}
+	if a.Alarm != "" {
+		attrs = append(attrs, "alarm", a.Alarm)
+	}
 	switch {
 	case res.Outcome == etcdclient.Done && res.Err != nil:
 		r.Log.Info("membership change already applied", append(attrs, "detail", res.Err.Error())...)
@@ -182,65 +272,15 @@ func (r *Reconciler) logChange(a Action, res etcdclient.Result) {
 	}
 }
 
-// mutex returns the writer mutex on a session whose client balances over
-// the current voters; the session is kept across passes and recreated
-// when its lease is lost or the voters changed completely.
-func (r *Reconciler) mutex(ctx context.Context, voters []string) (*concurrency.Mutex, error) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.client == nil {
-		c, err := r.Pool.NewMulti(voters)
-		if err != nil {
-			return nil, err
-		}
-		r.client, r.endpoints = c, voters
-	} else if !slices.Equal(r.endpoints, voters) {
-		r.client.SetEndpoints(voters...)
-		r.endpoints = voters
-	}
-	if r.session != nil {
-		select {
-		case <-r.session.Done():
-			r.session = nil
-		default:
-		}
-	}
-	if r.session == nil {
-		// Grant the lease with this pass's timeout, then hand it to a
-		// session whose keep-alive lives as long as the client: the
-		// session's own context would otherwise bound both.
-		grantCtx, cancel := context.WithTimeout(ctx, r.Policy.AttemptTimeout)
-		defer cancel()
-		lease, err := r.client.Grant(grantCtx, int64(r.LockTTL/time.Second))
-		if err != nil {
-			return nil, fmt.Errorf("grant writer lock lease: %w", err)
-		}
-		s, err := concurrency.NewSession(r.client, concurrency.WithLease(lease.ID), concurrency.WithTTL(int(r.LockTTL/time.Second)))
-		if err != nil {
-			return nil, fmt.Errorf("create writer lock session: %w", err)
-		}
-		r.session = s
-	}
-	return concurrency.NewMutex(r.session, r.LockKey), nil
-}
+// alarmType is etcd's alarm type of a name (NOSPACE, CORRUPT).
+func alarmType(name string) pb.AlarmType { return pb.AlarmType(pb.AlarmType_value[name]) }
 
-// Close releases the session (and with it any lock) and the client.
-func (r *Reconciler) Close() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.session != nil {
-		_ = r.session.Close()
-		r.session = nil
-	}
-	if r.client != nil {
-		_ = r.client.Close()
-		r.client = nil
-	}
-}
+// Close releases the writer lock's session, and with it any lock.
+func (r *Reconciler) Close() { r.Locker.Close() }
 
-// reachableVoter: a healthy voter with a client URL to send calls to.
+// reachableVoter: a voter in raft with a client URL to send calls to.
 func (m Member) reachableVoter() bool {
-	return !m.IsLearner && m.Healthy() && len(m.ClientURLs) > 0
+	return !m.IsLearner && m.InRaft() && len(m.ClientURLs) > 0
 }
 
 func voterEndpoints(members []Member) []string {

@@ -24,6 +24,15 @@ type Metrics struct {
 	PlanWaiting       *prometheus.GaugeVec
 	LocalDecision     *prometheus.GaugeVec
 	DataDirsMoved     prometheus.Counter
+	// ForeignAnswers counts the endpoints that answered for another
+	// cluster in the last pass.
+	ForeignAnswers prometheus.Gauge
+	// BootstrapWaiting is 1 while this node would bootstrap but not every
+	// listed node consents.
+	BootstrapWaiting prometheus.Gauge
+	// LearnersExpired counts learners this agent removed because they
+	// were not promoted within agent.learnerTimeout.
+	LearnersExpired prometheus.Counter
 	// ProtectedFileChanges counts changes to managed files made by anyone
 	// but etcdlet, by file and what was done (reverted, restored, allowed).
 	ProtectedFileChanges *prometheus.CounterVec
@@ -69,6 +78,12 @@ func New() *Metrics {
 			[]string{"decision"}),
 		DataDirsMoved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "etcdlet_data_dirs_moved_aside_total", Help: "Data dirs moved aside (never deleted)."}),
+		ForeignAnswers: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdlet_foreign_cluster_answers", Help: "Endpoints that answered for another etcd cluster in the last pass; nothing is done to or for them."}),
+		BootstrapWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdlet_bootstrap_waiting_for_consent", Help: "1 while this node would bootstrap a new cluster but not every listed node confirms it is fresh."}),
+		LearnersExpired: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdlet_learners_expired_total", Help: "Learners removed by this agent because they were not promoted within agent.learnerTimeout."}),
 	}
 	m.PacemakerPolls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdlet_pacemaker_polls_total", Help: "Pacemaker polls, by result (known, unknown)."}, []string{"result"})
@@ -89,6 +104,7 @@ func New() *Metrics {
 	r.MustRegister(m.PacemakerPolls, m.PacemakerPollDuration, m.PacemakerKnown, m.PacemakerCondition)
 	r.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.MembershipChanges, m.WriterLockBusy, m.ListReloads,
 		m.DesiredMembers, m.Members, m.HealthyVoters, m.ClusterReachable, m.PlanWaiting, m.LocalDecision, m.DataDirsMoved,
+		m.ForeignAnswers, m.BootstrapWaiting, m.LearnersExpired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -47,9 +47,11 @@ type Status struct {
 	// its removal from the cluster) since the runtime was created, so the
 	// agent can tell a new exit from an old one.
 	Exits uint64
-	// MemberID is the local member's ID when the runtime knows it (the
-	// embedded server does as soon as it started); 0 otherwise.
-	MemberID uint64
+	// MemberID and ClusterID are the local member's when the runtime
+	// knows them (the embedded server does as soon as it started); 0
+	// otherwise.
+	MemberID  uint64
+	ClusterID uint64
 }
 
 // Runtime runs the local member.

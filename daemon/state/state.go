@@ -8,8 +8,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/atomicfile"
@@ -39,6 +42,39 @@ type State struct {
 	InitialCluster      string      `json:"initialCluster,omitempty"`
 	InitialClusterState string      `json:"initialClusterState,omitempty"`
 	Tombstones          []Tombstone `json:"tombstones,omitempty"`
+	// Bootstrap is set from the moment this node starts a bootstrap until
+	// it is a member of the cluster it formed: its answer to the other
+	// listed nodes is then "bootstrapping this list", not "has data".
+	Bootstrap *Bootstrap `json:"bootstrap,omitempty"`
+}
+
+// Bootstrap records a bootstrap this node started.
+type Bootstrap struct {
+	List           []string  `json:"list"`
+	InitialCluster string    `json:"initialCluster"`
+	Token          string    `json:"token"`
+	Started        time.Time `json:"started"`
+}
+
+// OperatorFile holds what the operator told the agent through the CLI
+// (etcdlet bootstrap --approve, etcdlet ack-moves). Only the CLI writes
+// it; the agent reads it on every pass.
+const OperatorFile = "operator.json"
+
+// Operator is the content of OperatorFile.
+type Operator struct {
+	// BootstrapApproval lets this node bootstrap the list it names without
+	// every listed node's answer (a node that answers no still blocks).
+	BootstrapApproval *Approval `json:"bootstrapApproval,omitempty"`
+	// MovesAcknowledged: data dirs moved aside before this time no longer
+	// count towards etcd.moveAsideLimit.
+	MovesAcknowledged time.Time `json:"movesAcknowledged,omitzero"`
+}
+
+// Approval is the operator's approval of a bootstrap of List.
+type Approval struct {
+	List []string  `json:"list"`
+	At   time.Time `json:"at"`
 }
 
 // Tombstone records a data dir moved aside.
@@ -82,4 +118,61 @@ func (s Store) Save(st State) error {
 		return fmt.Errorf("encode state: %w", err)
 	}
 	return atomicfile.Write(filepath.Join(s.Dir, FileName), append(data, '\n'), 0o600)
+}
+
+// LoadOperator returns what the operator told the agent; an absent file
+// is the zero value.
+func (s Store) LoadOperator() (Operator, error) {
+	var op Operator
+	data, err := os.ReadFile(filepath.Join(s.Dir, OperatorFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return op, nil
+	}
+	if err != nil {
+		return op, fmt.Errorf("read %s: %w", OperatorFile, err)
+	}
+	if err := json.Unmarshal(data, &op); err != nil {
+		return op, fmt.Errorf("parse %s: %w", filepath.Join(s.Dir, OperatorFile), err)
+	}
+	return op, nil
+}
+
+// SaveOperator writes the operator file atomically (the CLI's side).
+func (s Store) SaveOperator(op Operator) error {
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	data, err := json.MarshalIndent(op, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", OperatorFile, err)
+	}
+	return atomicfile.Write(filepath.Join(s.Dir, OperatorFile), append(data, '\n'), 0o600)
+}
+
+// Clone returns a deep copy.
+func (s State) Clone() State {
+	c := s
+	c.LastAppliedList = slices.Clone(s.LastAppliedList)
+	c.Tombstones = slices.Clone(s.Tombstones)
+	if s.Bootstrap != nil {
+		b := *s.Bootstrap
+		b.List = slices.Clone(b.List)
+		c.Bootstrap = &b
+	}
+	return c
+}
+
+// Equal reports whether two states would be saved alike.
+func (s State) Equal(o State) bool { return reflect.DeepEqual(s, o) }
+
+// AppliedList is LastAppliedList as addresses (entries that do not parse
+// are left out).
+func (s State) AppliedList() []netip.Addr {
+	var addrs []netip.Addr
+	for _, text := range s.LastAppliedList {
+		if ip, err := netip.ParseAddr(text); err == nil {
+			addrs = append(addrs, ip)
+		}
+	}
+	return addrs
 }

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/etcdlet/etcdlet/daemon/staticpod"
+	"github.com/etcdlet/etcdlet/daemon/manifest"
 )
 
 // TestRenderedManifestsAreAccepted runs every golden static-pod manifest
@@ -29,7 +29,7 @@ func TestRenderedManifestsAreAccepted(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			pod, err := staticpod.Unmarshal(data)
+			pod, err := manifest.Unmarshal(data)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -18,8 +18,19 @@ import (
 // Client returns an etcd client over every address the cluster may use.
 func (c *Cluster) Client() *clientv3.Client {
 	c.t.Helper()
+	ns := make([]int, 9)
+	for i := range ns {
+		ns[i] = i + 1
+	}
+	return c.ClientOf(ns...)
+}
+
+// ClientOf returns an etcd client over the addresses of agents ns only
+// (when another cluster answers on some of the addresses).
+func (c *Cluster) ClientOf(ns ...int) *clientv3.Client {
+	c.t.Helper()
 	var eps []string
-	for n := 1; n <= 9; n++ {
+	for _, n := range ns {
 		eps = append(eps, c.ClientURL(n))
 	}
 	var tlsConfig *tls.Config

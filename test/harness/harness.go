@@ -6,6 +6,7 @@ package harness
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"os/exec"
@@ -86,6 +87,8 @@ type Options struct {
 	// Extra is appended to every agent's configuration (more top-level
 	// sections, e.g. "pacemaker:").
 	Extra string
+	// EtcdArgs, when set, gives more etcd.extraArgs for agent n's member.
+	EtcdArgs func(n int) map[string]string
 	// Env, when set, gives extra environment for agent n's process.
 	Env func(n int) []string
 	// StaticPod runs the agents with etcd.runtime static-pod; each node
@@ -108,7 +111,8 @@ type Cluster struct {
 }
 
 // Ports are shared by every agent of a cluster (one address each).
-type Ports struct{ Client, Peer, Metrics, Agent int }
+// AgentPeer is the agent peer endpoint (agent.peerPort).
+type Ports struct{ Client, Peer, Metrics, Agent, AgentPeer int }
 
 // NewCluster prepares a cluster directory and free ports; no agent runs yet.
 func NewCluster(t TB, binary, dir string, opts Options) *Cluster {
@@ -226,16 +230,26 @@ func (c *Cluster) WriteConfig(n int) {
 	if c.Opts.StaticPod != "" {
 		b.WriteString("  runtime: static-pod\n")
 	}
+	args := map[string]string{}
 	if !c.Opts.Defaults {
-		fmt.Fprintf(&b, "  extraArgs:\n    heartbeat-interval: \"%d\"\n    election-timeout: \"%d\"\n",
-			HeartbeatInterval.Milliseconds(), ElectionTimeout.Milliseconds())
+		args["heartbeat-interval"] = strconv.FormatInt(HeartbeatInterval.Milliseconds(), 10)
+		args["election-timeout"] = strconv.FormatInt(ElectionTimeout.Milliseconds(), 10)
+	}
+	if c.Opts.EtcdArgs != nil {
+		maps.Copy(args, c.Opts.EtcdArgs(n))
+	}
+	if len(args) > 0 {
+		b.WriteString("  extraArgs:\n")
+		for _, k := range slices.Sorted(maps.Keys(args)) {
+			fmt.Fprintf(&b, "    %s: %q\n", k, args[k])
+		}
 	}
 	if tls := c.Opts.TLS; tls != nil {
 		fmt.Fprintf(&b, "  tls:\n    client: {certFile: %s, keyFile: %s, caFile: %s}\n    peer: {certFile: %s, keyFile: %s, caFile: %s}\n",
 			tls.ServerCert, tls.ServerKey, tls.CA, tls.ServerCert, tls.ServerKey, tls.CA)
 	}
-	fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: \"%s\"\n",
-		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), net.JoinHostPort(c.IP(n), strconv.Itoa(c.Ports.Agent)))
+	fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: \"%s\"\n  peerPort: %d\n",
+		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), net.JoinHostPort(c.IP(n), strconv.Itoa(c.Ports.Agent)), c.Ports.AgentPeer)
 	if !c.Opts.Defaults {
 		fmt.Fprintf(&b, "  reconcileInterval: %s\n  logFormat: json\n  logLevel: debug\n", c.Opts.ReconcileInterval)
 	}
@@ -313,11 +327,11 @@ func Eventually(t TB, timeout time.Duration, what string, cond func() error) {
 	}
 }
 
-// freePorts finds four ports free on every given address.
+// freePorts finds five ports free on every given address.
 func freePorts(t TB, ips []string) Ports {
 	t.Helper()
 	var ports []int
-	for attempt := 0; len(ports) < 4 && attempt < 100; attempt++ {
+	for attempt := 0; len(ports) < 5 && attempt < 100; attempt++ {
 		l, err := net.Listen("tcp", net.JoinHostPort(ips[0], "0"))
 		if err != nil {
 			t.Fatalf("find free port: %v", err)
@@ -337,10 +351,10 @@ func freePorts(t TB, ips []string) Ports {
 			ports = append(ports, port)
 		}
 	}
-	if len(ports) < 4 {
-		t.Fatalf("could not find 4 ports free on %v", ips)
+	if len(ports) < 5 {
+		t.Fatalf("could not find 5 ports free on %v", ips)
 	}
-	return Ports{Client: ports[0], Peer: ports[1], Metrics: ports[2], Agent: ports[3]}
+	return Ports{Client: ports[0], Peer: ports[1], Metrics: ports[2], Agent: ports[3], AgentPeer: ports[4]}
 }
 
 // tail returns the last lines of an agent log, leaving out the embedded

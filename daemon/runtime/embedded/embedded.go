@@ -68,7 +68,7 @@ func (r *Runtime) Apply(_ context.Context, spec runtime.Spec) error {
 	inst := &instance{etcd: e}
 	r.mu.Lock()
 	r.current, r.stopping = inst, false
-	r.status = runtime.Status{Running: true, MemberID: uint64(e.Server.MemberID()), Exits: r.status.Exits}
+	r.status = runtime.Status{Running: true, MemberID: uint64(e.Server.MemberID()), ClusterID: uint64(e.Server.Cluster().ID()), Exits: r.status.Exits}
 	r.mu.Unlock()
 	go r.watch(inst)
 	return nil
@@ -120,7 +120,7 @@ func (r *Runtime) Stop(context.Context) error {
 	r.mu.Lock()
 	if r.current == inst {
 		r.current = nil
-		r.status = runtime.Status{MemberID: r.status.MemberID, Exits: r.status.Exits}
+		r.status = runtime.Status{MemberID: r.status.MemberID, ClusterID: r.status.ClusterID, Exits: r.status.Exits}
 	}
 	r.mu.Unlock()
 	return nil

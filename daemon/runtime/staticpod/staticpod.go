@@ -17,9 +17,9 @@ import (
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/daemon/manifest"
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
-	manifest "github.com/etcdlet/etcdlet/daemon/staticpod"
 )
 
 // Runtime writes and removes the manifest.

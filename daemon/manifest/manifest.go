@@ -1,7 +1,7 @@
-// Package staticpod renders the kubelet static pod that runs the local
+// Package manifest renders the kubelet static pod that runs the local
 // etcd member (etcd.runtime: static-pod). Pod is a pure builder with golden
 // tests; writing the manifest is the static-pod runtime's business.
-package staticpod
+package manifest
 
 import (
 	"crypto/sha256"

@@ -1,6 +1,6 @@
-// Package status builds and renders the report of `etcdlet status`: every
+// Package statusreport builds and renders the report of `etcdlet status`: every
 // desired and actual member with its role and health, and the plan.
-package status
+package statusreport
 
 import (
 	"encoding/json"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/node"
 )
 
 // Report is the status of one cluster as seen from one node.
@@ -22,6 +23,14 @@ type Report struct {
 	Problems  []string `json:"problems,omitempty"`
 	Members   []Row    `json:"members"`
 	Plan      Plan     `json:"plan"`
+	// Foreign lists endpoints that answered for another cluster; nothing
+	// is ever done to or for them.
+	Foreign []string `json:"foreign,omitempty"`
+	// ListRefused says why the member list is refused (it would orphan
+	// the cluster); the last applied list stays in force.
+	ListRefused string `json:"listRefused,omitempty"`
+	// Local is what the agent decides about this node's own member.
+	Local *Local `json:"local,omitempty"`
 	// Converged: the members are exactly the list, all voting and healthy.
 	Converged bool `json:"converged"`
 }
@@ -47,10 +56,44 @@ type Row struct {
 	InList string `json:"inList"`
 }
 
+// Local is the decision about this node's own member.
+type Local struct {
+	Node     string `json:"node"`
+	Decision string `json:"decision"`
+	Reason   string `json:"reason,omitempty"`
+}
+
 // Plan is what the agent would do next.
 type Plan struct {
 	Next    string   `json:"next,omitempty"`
 	Waiting []string `json:"waiting,omitempty"`
+}
+
+// FromSnapshot assembles the report from a node's look: the cluster as
+// Build shows it, plus this node's own decision, what answered for another
+// cluster, and why a list is refused.
+func FromSnapshot(cluster string, s node.Snapshot) Report {
+	r := Build(cluster, s.Desired, s.View)
+	if s.View.Reached {
+		r.Plan = Plan{}
+		if s.Plan.Next != nil {
+			r.Plan.Next = s.Plan.Next.String()
+		}
+		for _, w := range s.Plan.Waiting {
+			r.Plan.Waiting = append(r.Plan.Waiting, w.String())
+		}
+		if !r.Converged && r.Plan.Next == "" && len(r.Plan.Waiting) == 0 {
+			r.Plan.Waiting = []string{"nothing to change; waiting for members to become healthy"}
+		}
+	}
+	for _, f := range s.View.Foreign {
+		r.Foreign = append(r.Foreign, f.String())
+	}
+	r.ListRefused = s.Orphaning
+	if s.Decision.Kind != "" {
+		r.Local = &Local{Node: s.Self.Name, Decision: string(s.Decision.Kind), Reason: s.Decision.Reason}
+	}
+	return r
 }
 
 // Build assembles the report from the desired list and one observation.
@@ -112,8 +155,11 @@ func row(m membership.Member, name, ip, inList string, leader uint64) Row {
 		r.Role = "voter"
 	}
 	r.Health = "healthy"
-	if !m.Healthy() {
+	switch {
+	case !m.InRaft():
 		r.Health, r.Problem = "unhealthy", m.Health.Problem
+	case !m.Healthy():
+		r.Health, r.Problem = "unhealthy", "alarm "+strings.Join(m.Health.Alarms, ", ")+" raised by this member (it still votes)"
 	}
 	return r
 }
@@ -169,6 +215,19 @@ func WriteTable(w io.Writer, r Report) error {
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "unreachable: %s\n", p)
+	}
+	for _, f := range r.Foreign {
+		fmt.Fprintf(w, "another cluster: %s (nothing is done to or for it)\n", f)
+	}
+	if r.ListRefused != "" {
+		fmt.Fprintf(w, "list refused: %s; the last applied list stays in force\n", r.ListRefused)
+	}
+	if l := r.Local; l != nil {
+		line := fmt.Sprintf("this node (%s): %s", l.Node, l.Decision)
+		if l.Reason != "" {
+			line += ": " + l.Reason
+		}
+		fmt.Fprintln(w, line)
 	}
 	return nil
 }

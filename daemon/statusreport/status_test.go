@@ -1,4 +1,4 @@
-package status
+package statusreport
 
 import (
 	"bytes"

@@ -1,4 +1,4 @@
-package staticpod
+package manifest
 
 import (
 	"flag"

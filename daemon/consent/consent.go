@@ -1,0 +1,154 @@
+// Package consent decides whether the listed nodes may bootstrap a new
+// etcd cluster. A node bootstraps only when every listed node positively
+// confirms that it is fresh (no data, never a member) and sees the same
+// list, or is bootstrapping that same cluster already; or when the
+// operator approved a bootstrap of that list on this node (etcdlet
+// bootstrap). Silence is no consent: a listed node that does not answer
+// may be the host of the only member, down or cut off, and a bootstrap
+// beside it would split the cluster in two (docs/membership.md).
+//
+// Each agent answers the question for its own node over the agent peer
+// endpoint (agent.peerPort on the node address, TLS with the peer
+// certificates when configured); Evaluate is the pure rule.
+package consent
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+)
+
+// Phase is where a node stands with respect to bootstrapping.
+type Phase string
+
+// Phases a node answers with.
+const (
+	// Fresh: no data, never a member of any cluster.
+	Fresh Phase = "fresh"
+	// Bootstrapping: started a bootstrap of the cluster Answer.List names,
+	// and not yet a member of a cluster with quorum.
+	Bootstrapping Phase = "bootstrapping"
+	// Member: this node has been a member of a cluster.
+	Member Phase = "member"
+	// HasData: the data dir holds etcd data.
+	HasData Phase = "has-data"
+	// NotListed: the node's own list does not name it.
+	NotListed Phase = "not-listed"
+	// Starting: the agent has not finished its first look yet.
+	Starting Phase = "starting"
+)
+
+// Answer is one node's answer to "may we bootstrap?".
+type Answer struct {
+	// Cluster and Token are the node's cluster.name and bootstrap token.
+	Cluster string `json:"cluster"`
+	Token   string `json:"token"`
+	// Node is the node's own address.
+	Node string `json:"node"`
+	// List is the member list in force on the node, sorted.
+	List  []string `json:"list"`
+	Phase Phase    `json:"phase"`
+	// ClusterID is the cluster the node belongs to, when it belongs to one.
+	ClusterID string `json:"clusterID,omitempty"`
+	// Approved is set when the operator approved a bootstrap of List on
+	// that node (etcdlet bootstrap --approve).
+	Approved bool `json:"approved,omitempty"`
+	// Detail says what the phase rests on, for humans.
+	Detail string `json:"detail,omitempty"`
+}
+
+// Consents reports whether the answer agrees to a bootstrap of the same
+// cluster with the same list, and if not, why.
+func (a Answer) Consents(want Answer) (bool, string) {
+	switch {
+	case a.Cluster != want.Cluster || a.Token != want.Token:
+		return false, fmt.Sprintf("it belongs to cluster %q (token %q), not %q (token %q)", a.Cluster, a.Token, want.Cluster, want.Token)
+	case a.Node != want.Node:
+		return false, fmt.Sprintf("it answers as node %s", a.Node)
+	case !slices.Equal(a.List, want.List):
+		return false, fmt.Sprintf("its list is [%s], not [%s]", strings.Join(a.List, " "), strings.Join(want.List, " "))
+	case a.Phase == Fresh || a.Phase == Bootstrapping:
+		return true, ""
+	default:
+		detail := string(a.Phase)
+		if a.Detail != "" {
+			detail += ": " + a.Detail
+		}
+		return false, detail
+	}
+}
+
+// Asked is what asking one listed node gave.
+type Asked struct {
+	Node   netip.Addr
+	Answer Answer
+	Err    error // nil when the node answered
+}
+
+// Verdict is the outcome of Evaluate.
+type Verdict struct {
+	// Granted: this node may bootstrap.
+	Granted bool
+	// Approved: granted on the operator's approval rather than on every
+	// node's answer.
+	Approved bool
+	// Silent and Refusing name the nodes that did not answer and the ones
+	// that answered no, each with why.
+	Silent   []string
+	Refusing []string
+}
+
+// Reason says why the verdict is what it is.
+func (v Verdict) Reason() string {
+	var parts []string
+	if len(v.Refusing) > 0 {
+		parts = append(parts, "refused by "+strings.Join(v.Refusing, "; "))
+	}
+	if len(v.Silent) > 0 {
+		parts = append(parts, "no answer from "+strings.Join(v.Silent, "; "))
+	}
+	switch {
+	case v.Granted && v.Approved && len(parts) > 0:
+		return "approved by the operator (etcdlet bootstrap) despite " + strings.Join(parts, "; ")
+	case v.Granted && v.Approved:
+		return "approved by the operator, and every listed node confirms it is fresh"
+	case v.Granted:
+		return "every listed node confirms it is fresh and sees the same list"
+	default:
+		return "not every listed node confirms it is fresh: " + strings.Join(parts, "; ")
+	}
+}
+
+// Evaluate applies the rule: self is this node's own answer (the one it
+// would give), asked are the other listed nodes'. A node that answers no
+// (it has data, has been a member, sees another list) always blocks: a
+// cluster, or another bootstrap, exists. A node that does not answer
+// blocks unless the operator approved this list on this node. (A node
+// that was a member and lost its data answers fresh when the operator
+// approved a bootstrap on it: disaster recovery, node by node.)
+func Evaluate(self Answer, asked []Asked) Verdict {
+	var v Verdict
+	if ok, why := self.Consents(self); !ok {
+		v.Refusing = append(v.Refusing, fmt.Sprintf("this node (%s)", why))
+	}
+	for _, a := range asked {
+		if a.Err != nil {
+			v.Silent = append(v.Silent, fmt.Sprintf("%s (%v)", a.Node, a.Err))
+			continue
+		}
+		want := self
+		want.Node = a.Node.String()
+		if ok, why := a.Answer.Consents(want); !ok {
+			v.Refusing = append(v.Refusing, fmt.Sprintf("%s (%s)", a.Node, why))
+		}
+	}
+	switch {
+	case len(v.Refusing) > 0:
+	case len(v.Silent) == 0:
+		v.Granted, v.Approved = true, self.Approved
+	case self.Approved:
+		v.Granted, v.Approved = true, true
+	}
+	return v
+}

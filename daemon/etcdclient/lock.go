@@ -1,0 +1,247 @@
+package etcdclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+)
+
+// ErrLocked says another agent holds the writer lock.
+var ErrLocked = errors.New("the writer lock is held by another agent")
+
+// ErrLockLost says a lock that was taken is no longer held, or no longer
+// has the lease time left that the next call needs.
+var ErrLockLost = errors.New("the writer lock was lost")
+
+// Locker takes the cluster-wide writer lock: one agent at a time changes
+// membership. SessionLocker implements it with an etcd mutex; the
+// simulator with its model.
+type Locker interface {
+	// TryLock takes the lock through the given endpoints (the cluster's
+	// voters), or fails at once with ErrLocked when another holds it.
+	TryLock(ctx context.Context, endpoints []string) (Lock, error)
+	// Close releases the lock and everything held for it.
+	Close()
+}
+
+// Lock is a taken writer lock.
+type Lock interface {
+	// Remaining confirms that the lock is still held and says how long
+	// its lease is sure to last: a holder calls it before every membership
+	// call and makes the call only when it fits in that time.
+	Remaining(ctx context.Context) (time.Duration, error)
+	Unlock(ctx context.Context) error
+}
+
+// SessionLocker is the writer lock as an etcd mutex (Key) on a lease of
+// TTL, kept alive by a session while the agent lives. A writer killed
+// mid-change releases it when its lease expires. Any error taking,
+// confirming or releasing the lock closes the session, which revokes the
+// lease: a lock never outlives the failure that left it in doubt.
+type SessionLocker struct {
+	Pool *Pool
+	Key  string
+	TTL  time.Duration
+	// CallTimeout bounds each call the locker makes.
+	CallTimeout time.Duration
+
+	mu        sync.Mutex
+	client    *clientv3.Client
+	endpoints []string
+	session   *concurrency.Session
+}
+
+var _ Locker = (*SessionLocker)(nil)
+
+// TryLock takes the mutex on a session whose client balances over the
+// endpoints; the session is kept across passes and recreated when its
+// lease is lost or the endpoints changed.
+func (l *SessionLocker) TryLock(ctx context.Context, endpoints []string) (Lock, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	session, err := l.sessionFor(ctx, endpoints)
+	if err != nil {
+		return nil, err
+	}
+	mutex := concurrency.NewMutex(session, l.Key)
+	lockCtx, cancel := context.WithTimeout(ctx, l.CallTimeout)
+	err = mutex.TryLock(lockCtx)
+	cancel()
+	switch {
+	case errors.Is(err, concurrency.ErrLocked):
+		return nil, ErrLocked
+	case err != nil:
+		// The lock key may or may not exist now: revoke the lease so that
+		// it does not.
+		l.closeSessionLocked()
+		return nil, fmt.Errorf("take writer lock %s: %w", l.Key, err)
+	}
+	return &sessionLock{locker: l, session: session, mutex: mutex}, nil
+}
+
+func (l *SessionLocker) sessionFor(ctx context.Context, endpoints []string) (*concurrency.Session, error) {
+	if l.client == nil {
+		c, err := l.Pool.NewMulti(endpoints)
+		if err != nil {
+			return nil, err
+		}
+		l.client, l.endpoints = c, endpoints
+	} else if !slices.Equal(l.endpoints, endpoints) {
+		l.client.SetEndpoints(endpoints...)
+		l.endpoints = endpoints
+	}
+	if l.session != nil {
+		select {
+		case <-l.session.Done():
+			l.session = nil
+		default:
+		}
+	}
+	if l.session == nil {
+		// Grant the lease with this pass's timeout, then hand it to a
+		// session whose keep-alive lives as long as the client: the
+		// session's own context would otherwise bound both.
+		grantCtx, cancel := context.WithTimeout(ctx, l.CallTimeout)
+		defer cancel()
+		lease, err := l.client.Grant(grantCtx, int64(l.TTL/time.Second))
+		if err != nil {
+			return nil, fmt.Errorf("grant writer lock lease: %w", err)
+		}
+		s, err := concurrency.NewSession(l.client, concurrency.WithLease(lease.ID), concurrency.WithTTL(int(l.TTL/time.Second)))
+		if err != nil {
+			return nil, fmt.Errorf("create writer lock session: %w", err)
+		}
+		l.session = s
+	}
+	return l.session, nil
+}
+
+// closeSessionLocked revokes the session's lease (deleting any lock key
+// on it) and forgets the session. The caller holds l.mu.
+func (l *SessionLocker) closeSessionLocked() {
+	if l.session == nil {
+		return
+	}
+	// Close revokes the lease within the session's own timeout; if the
+	// cluster is out of reach, the lease expires after TTL anyway, since
+	// its keep-alive stops here.
+	_ = l.session.Close()
+	l.session = nil
+}
+
+// Close releases the session (and with it any lock) and the client.
+func (l *SessionLocker) Close() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.closeSessionLocked()
+	if l.client != nil {
+		_ = l.client.Close()
+		l.client = nil
+	}
+}
+
+type sessionLock struct {
+	locker  *SessionLocker
+	session *concurrency.Session
+	mutex   *concurrency.Mutex
+}
+
+// Remaining reads the lock key (linearizable) and its lease's time to
+// live: the key must still be this session's, created at the revision the
+// lock was taken.
+func (s *sessionLock) Remaining(ctx context.Context) (time.Duration, error) {
+	client := s.session.Client()
+	ctx, cancel := context.WithTimeout(ctx, s.locker.CallTimeout)
+	defer cancel()
+	resp, err := client.Get(ctx, s.mutex.Key())
+	if err == nil && (len(resp.Kvs) == 0 || resp.Kvs[0].CreateRevision != s.mutex.Header().Revision ||
+		clientv3.LeaseID(resp.Kvs[0].Lease) != s.session.Lease()) {
+		err = fmt.Errorf("%w: key %s is gone or no longer this agent's", ErrLockLost, s.mutex.Key())
+	}
+	var ttl *clientv3.LeaseTimeToLiveResponse
+	if err == nil {
+		ttl, err = client.TimeToLive(ctx, s.session.Lease())
+	}
+	if err == nil && ttl.TTL <= 0 {
+		err = fmt.Errorf("%w: its lease expired", ErrLockLost)
+	}
+	if err != nil {
+		s.drop()
+		if !errors.Is(err, ErrLockLost) {
+			err = fmt.Errorf("%w: confirm writer lock %s: %v", ErrLockLost, s.mutex.Key(), err)
+		}
+		return 0, err
+	}
+	return time.Duration(ttl.TTL) * time.Second, nil
+}
+
+// Unlock deletes the lock key; when that fails, the session is closed,
+// which revokes the lease and the key with it.
+func (s *sessionLock) Unlock(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, s.locker.CallTimeout)
+	defer cancel()
+	if err := s.mutex.Unlock(ctx); err != nil {
+		s.drop()
+		return fmt.Errorf("release writer lock %s (its session was closed, revoking the lease): %w", s.mutex.Key(), err)
+	}
+	return nil
+}
+
+// drop closes the lock's session if it is still the locker's current one.
+func (s *sessionLock) drop() {
+	s.locker.mu.Lock()
+	defer s.locker.mu.Unlock()
+	if s.locker.session == s.session {
+		s.locker.closeSessionLocked()
+	}
+}
+
+// RefusesWrites reports whether err says the cluster takes no writes
+// because of an alarm: "database space exceeded" (NOSPACE) or "corrupt
+// cluster" (CORRUPT). A writer lock's lease and key are writes too, while
+// membership changes still go through.
+func RefusesWrites(err error) bool {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch rpctypes.ErrorDesc(e) {
+		case rpctypes.ErrorDesc(rpctypes.ErrGRPCNoSpace), rpctypes.ErrorDesc(rpctypes.ErrGRPCCorrupt):
+			return true
+		}
+	}
+	return false
+}
+
+// LeaderLock stands in for the writer lock while the cluster takes no
+// writes (an alarm): only the agent whose member leads may act, and it
+// confirms before every call that its member still leads. Leadership is
+// unique per raft term, and etcd applies membership changes one at a time,
+// each checked against quorum (strict reconfiguration), so a brief overlap
+// at a leader change cannot cost quorum either.
+type LeaderLock struct {
+	Cluster  Cluster
+	Endpoint string // the local member's client URL
+	MemberID uint64
+	// Hold is how long a confirmation lasts (one call's timeout).
+	Hold time.Duration
+}
+
+// Remaining confirms that the local member leads.
+func (l LeaderLock) Remaining(ctx context.Context) (time.Duration, error) {
+	s, err := l.Cluster.Status(ctx, l.Endpoint)
+	if err != nil {
+		return 0, fmt.Errorf("%w: confirm the local member leads: %v", ErrLockLost, err)
+	}
+	if s.Leader != l.MemberID {
+		return 0, fmt.Errorf("%w: the local member no longer leads", ErrLockLost)
+	}
+	return l.Hold, nil
+}
+
+// Unlock does nothing: leadership is not released.
+func (LeaderLock) Unlock(context.Context) error { return nil }

@@ -1,0 +1,114 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/datadir"
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/manifest"
+	"github.com/etcdlet/etcdlet/daemon/node"
+	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/state"
+)
+
+// Inspector looks at a node the way the agent's next pass would (the
+// same node controller's Look), for `etcdlet status` and `etcdlet
+// render`, and changes nothing: no membership call, no state written, no
+// member started or stopped.
+type Inspector struct {
+	Node  *node.Node
+	State state.State
+	pool  *etcdclient.Pool
+}
+
+// NewInspector builds a read-only node controller for cfg.
+func NewInspector(cfg *config.Config, log *slog.Logger) (*Inspector, error) {
+	c, err := connect(cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	n := node.New(node.Deps{
+		Config: cfg, Log: log, Cluster: c.pool, Runtime: probedRuntime{cfg: cfg},
+		DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: readOnlyStore{c.store},
+		Peers: c.peers, List: &configList{cfg: cfg}, Detect: nodeaddr.Detect,
+	}, c.state)
+	return &Inspector{Node: n, State: c.state, pool: c.pool}, nil
+}
+
+// Look takes one snapshot.
+func (i *Inspector) Look(ctx context.Context) node.Snapshot { return i.Node.Look(ctx) }
+
+// Close releases the connections.
+func (i *Inspector) Close() { i.pool.Close() }
+
+// Preview returns the spec the local member would run with now.
+func (i *Inspector) Preview(ctx context.Context, cfg *config.Config) (runtime.Spec, error) {
+	s := i.Look(ctx)
+	switch {
+	case !s.ListOK && s.ListErr != nil:
+		return runtime.Spec{}, fmt.Errorf("member list:\n%w", s.ListErr)
+	case s.SelfErr != nil:
+		return runtime.Spec{}, s.SelfErr
+	}
+	spec, ok := node.SpecFor(cfg, s.Self, s.Decision, i.State)
+	if !ok {
+		return runtime.Spec{}, fmt.Errorf("no member runs on this node now: %s: %s", s.Decision.Kind, s.Decision.Reason)
+	}
+	return spec, nil
+}
+
+// probedRuntime tells from outside whether the local member runs: a
+// static pod while its manifest is in place, an embedded member while an
+// etcd process holds its data dir.
+type probedRuntime struct{ cfg *config.Config }
+
+func (p probedRuntime) Status() runtime.Status {
+	if p.cfg.Etcd.Runtime == config.RuntimeStaticPod {
+		_, err := os.Stat(filepath.Join(p.cfg.StaticPod.ManifestDir, manifest.ManifestFile))
+		return runtime.Status{Running: err == nil}
+	}
+	inUse, _ := datadir.InUse(p.cfg.Etcd.DataDir)
+	return runtime.Status{Running: inUse}
+}
+
+func (probedRuntime) Apply(context.Context, runtime.Spec) error {
+	return fmt.Errorf("read-only: the inspector starts nothing")
+}
+func (probedRuntime) Stop(context.Context) error {
+	return fmt.Errorf("read-only: the inspector stops nothing")
+}
+func (probedRuntime) Close(context.Context) error { return nil }
+func (probedRuntime) Changed() <-chan struct{}    { return nil }
+
+// readOnlyStore reads the agent's state and never writes it.
+type readOnlyStore struct{ state.Store }
+
+func (readOnlyStore) Save(state.State) error { return nil }
+
+// configList is the configuration's list, read on every Refresh.
+type configList struct {
+	cfg   *config.Config
+	addrs []netip.Addr
+	err   error
+	ok    bool
+}
+
+func (l *configList) Refresh() bool {
+	addrs, errs := l.cfg.DesiredMembers()
+	if len(errs) > 0 {
+		l.err = errs
+		return false
+	}
+	l.addrs, l.ok, l.err = addrs, true, nil
+	return true
+}
+
+func (l *configList) Current() ([]netip.Addr, bool) { return l.addrs, l.ok }
+func (l *configList) Err() error                    { return l.err }

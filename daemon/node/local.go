@@ -1,0 +1,187 @@
+package node
+
+import (
+	"context"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/localmember"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/state"
+)
+
+// actLocal carries out the decision about the local member. It returns
+// how soon the next pass should run.
+func (n *Node) actLocal(ctx context.Context, s Snapshot) time.Duration {
+	interval := n.Config.Agent.ReconcileInterval
+	d := s.Decision
+	switch d.Kind {
+	case localmember.Keep:
+		// Level-triggered: a static pod's manifest is rendered again and
+		// rewritten if it was lost or etcdlet's rendering changed.
+		spec, _ := SpecFor(n.Config, s.Self, d, n.state)
+		n.apply(ctx, spec, false)
+	case localmember.Restart, localmember.Bootstrap, localmember.Join:
+		// After an exit or a failed start (a port taken, a certificate
+		// unreadable), wait out the backoff, whatever is started next. A
+		// member stopping because it was removed is no crash: moving its
+		// data aside resets the backoff.
+		if wait := n.restartAfter.Sub(n.Now()); wait > 0 {
+			n.logOnce("backoff", n.restartAfter.String(), slog.LevelInfo, "delaying the start of the local member after failures",
+				"decision", string(d.Kind), "retryIn", wait.Round(time.Millisecond).String())
+			return wait
+		}
+		spec, _ := SpecFor(n.Config, s.Self, d, n.state)
+		// Record the intent before acting: a crash right after the start
+		// must leave the state that says what was started.
+		switch d.Kind {
+		case localmember.Join:
+			n.state.MemberID = membership.IDString(d.JoinID)
+			n.state.ClusterID = membership.IDString(s.View.ClusterID)
+		case localmember.Bootstrap:
+			n.state.Bootstrap = &state.Bootstrap{List: addrStrings(s.List), InitialCluster: spec.InitialCluster,
+				Token: spec.Token, Started: n.Now().UTC()}
+		}
+		n.state.InitialCluster, n.state.InitialClusterState = spec.InitialCluster, spec.InitialClusterState
+		n.save()
+		n.publish(s)
+		n.apply(ctx, spec, true)
+		n.settling = 0
+		return n.settle()
+	case localmember.StopRemoved:
+		if err := n.Runtime.Stop(ctx); err != nil {
+			n.Log.Error("stop removed member", "error", err)
+			return interval
+		}
+		return n.moveAside(n.localMemberID(&s), d.Reason)
+	case localmember.MoveAside:
+		return n.moveAside(n.localMemberID(&s), d.Reason)
+	case localmember.Wait:
+		if s.View.Reached {
+			// Waiting to be added: the writer may add this node any moment
+			// (and wakes it when it does); the learner should start soon.
+			return n.settle()
+		}
+		return time.Second
+	}
+	return interval
+}
+
+// apply hands the member's spec to the runtime. starting says the member
+// is (re)started now, which is worth a log line; Keep passes are silent.
+func (n *Node) apply(ctx context.Context, spec runtime.Spec, starting bool) {
+	if starting {
+		n.Log.Info("starting local member", "member", spec.Name, "peerURL", spec.AdvertisePeerURL,
+			"initialClusterState", spec.InitialClusterState, "initialCluster", spec.InitialCluster)
+	}
+	if err := n.Runtime.Apply(ctx, spec); err != nil {
+		n.backOff()
+		n.Log.Error("run local member", "member", spec.Name, "error", err, "retryIn", n.restartAfter.Sub(n.Now()).Round(time.Second).String())
+		return
+	}
+	n.applied = true
+	if id := n.Runtime.Status().MemberID; id != 0 {
+		n.state.MemberID = membership.IDString(id)
+	}
+}
+
+// backOff counts a failed start or an exit of the local member and sets
+// the earliest next start: 1s, doubling up to a minute.
+func (n *Node) backOff() {
+	n.exits++
+	n.restartAfter = n.Now().Add(min(time.Second<<min(n.exits-1, 6), time.Minute))
+}
+
+// moveAside moves the data dir aside (never deleting it) and forgets the
+// local member ID and start parameters, keeping WasMember: a node that was
+// a member never bootstraps a new cluster. It waits while an etcd process
+// still holds the data (a static pod the kubelet is still stopping).
+func (n *Node) moveAside(memberID uint64, reason string) time.Duration {
+	inUse, err := n.DataDir.InUse()
+	if err != nil {
+		n.Log.Error("move data dir aside", "dataDir", n.Config.Etcd.DataDir, "error", err)
+		return n.Config.Agent.ReconcileInterval
+	}
+	if inUse {
+		n.logOnce("local", "in-use", slog.LevelInfo, "waiting for etcd to release the data dir before moving it aside", "dataDir", n.Config.Etcd.DataDir)
+		return n.settle()
+	}
+	to, err := n.DataDir.MoveAside(n.Now())
+	if err != nil {
+		n.Log.Error("move data dir aside", "dataDir", n.Config.Etcd.DataDir, "error", err)
+		return n.Config.Agent.ReconcileInterval
+	}
+	if to != "" {
+		if n.Metrics != nil {
+			n.Metrics.DataDirsMoved.Inc()
+		}
+		n.Log.Warn("moved data dir aside; it is kept, not deleted", "from", n.Config.Etcd.DataDir, "to", to, "reason", reason)
+		n.state.Tombstones = append(n.state.Tombstones, state.Tombstone{Time: n.Now().UTC(), MemberID: membership.IDString(memberID),
+			From: n.Config.Etcd.DataDir, To: to, Reason: reason})
+	}
+	n.state.MemberID, n.state.InitialCluster, n.state.InitialClusterState = "", "", ""
+	n.state.Bootstrap = nil
+	// A fresh start: the member's exits so far (its stop on removal among
+	// them) are no crash loop and must not delay the rejoin.
+	n.exits, n.restartAfter, n.settling = 0, time.Time{}, 0
+	n.seenExits = n.Runtime.Status().Exits
+	return 100 * time.Millisecond
+}
+
+// noteMembership records that the local member is part of a cluster with
+// quorum: from then on this node never bootstraps a new cluster, and it
+// is pinned to that cluster.
+func (n *Node) noteMembership(s Snapshot) {
+	localID := n.localMemberID(&s)
+	if !s.View.Reached || localID == 0 || !s.Runtime.Running || (s.Pinned != 0 && s.View.ClusterID != s.Pinned) {
+		return
+	}
+	m, ok := s.View.Member(localID)
+	if !ok || !m.Started() {
+		return
+	}
+	n.exits = 0
+	clusterID := membership.IDString(s.View.ClusterID)
+	if !n.state.WasMember || n.state.ClusterID != clusterID {
+		n.state.WasMember, n.state.ClusterID = true, clusterID
+		n.state.Bootstrap = nil
+		n.Log.Info("local member is part of the cluster", "memberID", membership.IDString(localID), "clusterID", clusterID, "learner", m.IsLearner)
+	}
+}
+
+// SpecFor is the spec the local member runs with under a decision, and
+// false when the decision runs no member. A member keeps (and restarts
+// with) the initial-cluster values it was first started with, so its
+// static-pod manifest stays byte-identical and the kubelet does not
+// restart etcd; etcd ignores them once it has a WAL anyway.
+func SpecFor(cfg *config.Config, self identity.Member, d localmember.Decision, st state.State) (runtime.Spec, bool) {
+	initial, clusterState := d.InitialCluster, d.ClusterState
+	switch d.Kind {
+	case localmember.Keep, localmember.Restart:
+		if st.InitialCluster != "" {
+			initial, clusterState = st.InitialCluster, st.InitialClusterState
+		} else if d.Kind == localmember.Keep {
+			// Started by an etcdlet that did not record them.
+			initial, clusterState = identity.InitialCluster([]identity.Member{self}), runtime.StateExisting
+		}
+	case localmember.Bootstrap, localmember.Join:
+	default:
+		return runtime.Spec{}, false
+	}
+	return runtime.BuildSpec(cfg, self, initial, clusterState), true
+}
+
+// rememberList records the list applied in this pass, for status and for a
+// restart that finds the list source broken.
+func (n *Node) rememberList(s Snapshot) {
+	if s.Orphaning != "" {
+		return
+	}
+	if list := ipStrings(s.List); !slices.Equal(list, n.state.LastAppliedList) {
+		n.state.LastAppliedList = list
+	}
+}

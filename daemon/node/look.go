@@ -1,0 +1,365 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/consent"
+	"github.com/etcdlet/etcdlet/daemon/datadir"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/localmember"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/state"
+)
+
+// Snapshot is what one look found and decided. The agent acts on it;
+// `etcdlet status` and `etcdlet render` show it.
+type Snapshot struct {
+	// List is the member list in force; ListOK says there is one, ListErr
+	// why the latest read was rejected.
+	List    []netip.Addr
+	ListOK  bool
+	ListErr error
+	// Self is this node's identity; SelfErr says why it is not known.
+	Self    identity.Member
+	SelfErr error
+	Desired []identity.Member
+	// Orphaning, when set, says why the list is refused: it shares no
+	// address with the cluster's voters. The last list this node applied
+	// stays in force meanwhile (Desired is that list).
+	Orphaning string
+	Runtime   runtime.Status
+	Data      datadir.Contents
+	// DataIdentity is the data dir's own member and cluster, when it has
+	// a write-ahead log.
+	DataIdentity datadir.Identity
+	// Pinned is the cluster this node belongs to (0: none yet).
+	Pinned   uint64
+	View     membership.View
+	Consent  consent.Verdict
+	Decision localmember.Decision
+	Plan     membership.Plan
+}
+
+// Look is the read-only snapshot: it reads the list, the node's member
+// and data dir and the cluster, asks the listed nodes' consent when a
+// bootstrap could happen, and decides, but changes nothing.
+func (n *Node) Look(ctx context.Context) Snapshot { return n.look(ctx, false) }
+
+// look builds the snapshot; in the agent's pass (acting) it also learns
+// this node's identity and list for good (state) and logs what it sees.
+func (n *Node) look(ctx context.Context, acting bool) Snapshot {
+	var s Snapshot
+	// The watch reacts at once; this re-read catches what a watch can miss
+	// (a file that existed before the watch, a directory replaced).
+	n.List.Refresh()
+	s.List, s.ListOK = n.List.Current()
+	s.ListErr = n.List.Err()
+	if !s.ListOK {
+		if acting {
+			if s.ListErr != nil {
+				n.logOnce("list", s.ListErr.Error(), slog.LevelWarn, "waiting for a valid member list", "error", s.ListErr)
+			} else {
+				n.logOnce("list", "", slog.LevelDebug, "waiting for the members file to settle before the first read")
+			}
+		}
+		return s
+	}
+	s.Self, s.SelfErr = n.resolveSelf(s.List, acting)
+	if s.SelfErr != nil {
+		return s
+	}
+	s.Desired = n.scheme.ForAll(s.List)
+	s.Runtime = n.Runtime.Status()
+	n.lookAtData(&s, acting)
+
+	known := []string{s.Self.ClientURL}
+	for _, ip := range n.state.AppliedList() {
+		known = append(known, n.scheme.For(ip).ClientURL)
+	}
+	s.View = n.observer.Observe(ctx, membership.Target{
+		Endpoints: membership.Endpoints(s.Desired, n.lastMembers, known...),
+		Listed:    membership.ClientURLs(s.Desired),
+		Pinned:    s.Pinned,
+	})
+	n.refuseOrphaning(&s)
+	s.Decision = n.decide(ctx, &s)
+	stale := []uint64(nil)
+	if s.Decision.Kind == localmember.DeclareStale {
+		stale = []uint64{s.Decision.StaleID}
+	}
+	obs := s.View.Observation
+	obs.Stale = stale
+	s.Plan = membership.MakePlan(s.Desired, obs)
+	if !s.View.Reached {
+		s.Plan = membership.Plan{}
+	}
+	return s
+}
+
+// lookAtData reads the data dir and what pins this node to a cluster:
+// its state, the data's write-ahead log, or the running member.
+func (n *Node) lookAtData(s *Snapshot, acting bool) {
+	var err error
+	if s.Data, err = n.DataDir.Inspect(); err != nil && acting {
+		n.logOnce("data", err.Error(), slog.LevelError, "cannot inspect the data dir", "error", err)
+	}
+	if s.Data.WAL {
+		if s.DataIdentity, err = n.DataDir.Identity(); err != nil && acting {
+			n.logOnce("identity", err.Error(), slog.LevelWarn, "cannot read the data dir's member and cluster ID", "error", err)
+		}
+	}
+	s.Pinned = parseID(n.state.ClusterID)
+	for _, id := range []uint64{s.DataIdentity.ClusterID, s.Runtime.ClusterID} {
+		if s.Pinned == 0 {
+			s.Pinned = id
+		}
+	}
+}
+
+// refuseOrphaning keeps the last applied list in force when the new one
+// shares no address with the cluster's voters.
+func (n *Node) refuseOrphaning(s *Snapshot) {
+	if !s.View.Reached {
+		return
+	}
+	probe := membership.MakePlan(s.Desired, s.View.Observation)
+	if len(probe.Waiting) == 0 || probe.Waiting[0].Reason != membership.WaitOrphaningList {
+		return
+	}
+	s.Orphaning = fmt.Sprintf("the list %v shares no address with the cluster's voters: following it would orphan the cluster", s.List)
+	previous := n.state.AppliedList()
+	if len(previous) > 0 {
+		s.Desired = n.scheme.ForAll(previous)
+	}
+}
+
+// decide gathers the local member's inputs, asks the listed nodes'
+// consent when a bootstrap could happen, and decides.
+func (n *Node) decide(ctx context.Context, s *Snapshot) localmember.Decision {
+	in := localmember.Inputs{
+		Cluster: n.Config.Cluster.Name, Self: s.Self, Desired: s.Desired, InList: contains(s.Desired, s.Self),
+		Running: s.Runtime.Running, Data: s.Data, LocalID: n.localMemberID(s),
+		Pinned: s.Pinned, WasMember: n.state.WasMember, View: s.View,
+	}
+	op, err := n.Store.LoadOperator()
+	if err != nil {
+		n.logOnce("operator", err.Error(), slog.LevelError, "cannot read what the operator told the agent", "error", err)
+	}
+	in.Approved = op.BootstrapApproval != nil && slices.Equal(op.BootstrapApproval.List, addrStrings(s.List))
+	in.DataProblem = n.dataProblem(s)
+	in.Flapping = n.flapping(op)
+	if in.InList && !in.Running && !in.Data.HasData() && !s.View.Reached && !s.View.Established && !s.View.Ambiguous() {
+		s.Consent = n.askConsent(ctx, s, in.Approved)
+		in.Consent = s.Consent
+	}
+	return localmember.Decide(in)
+}
+
+// dataProblem says why the data dir may not be used: its identity and
+// the state disagree, or it must be a mount point and is not.
+func (n *Node) dataProblem(s *Snapshot) string {
+	if known := parseID(n.state.ClusterID); known != 0 && s.DataIdentity.ClusterID != 0 && known != s.DataIdentity.ClusterID {
+		return fmt.Sprintf("the data dir %s belongs to cluster %s, but this node joined cluster %s: not starting and not moving anything; look at both by hand",
+			n.Config.Etcd.DataDir, membership.IDString(s.DataIdentity.ClusterID), membership.IDString(known))
+	}
+	if !n.Config.Etcd.DataDirMustBeMount {
+		return ""
+	}
+	mounted, err := n.DataDir.MountPoint()
+	switch {
+	case err != nil:
+		return fmt.Sprintf("etcd.dataDirMustBeMount: cannot tell whether %s is a mount point: %v", n.Config.Etcd.DataDir, err)
+	case !mounted:
+		return fmt.Sprintf("etcd.dataDirMustBeMount: %s is not a mount point; a disk that failed to mount must not pass for lost data: mount it, or set dataDirMustBeMount false", n.Config.Etcd.DataDir)
+	}
+	return ""
+}
+
+// flapping says why the node does not rejoin: it moved its data aside
+// etcd.moveAsideLimit times within etcd.moveAsideWindow, counting only
+// moves after the operator's last acknowledgement.
+func (n *Node) flapping(op state.Operator) string {
+	window := n.Config.Etcd.MoveAsideWindow
+	since := n.Now().Add(-window)
+	if op.MovesAcknowledged.After(since) {
+		since = op.MovesAcknowledged
+	}
+	moved, err := n.DataDir.MovedSince(since)
+	if err != nil || moved < n.Config.Etcd.MoveAsideLimit {
+		return ""
+	}
+	return fmt.Sprintf("the data dir was moved aside %d times within %s (etcd.moveAsideLimit %d): something keeps removing this member or destroying its data; find out what, then run 'etcdlet ack-moves' to let the node rejoin",
+		moved, window, n.Config.Etcd.MoveAsideLimit)
+}
+
+// askConsent asks every other listed node, in parallel, whether it
+// consents to a bootstrap of this list.
+func (n *Node) askConsent(ctx context.Context, s *Snapshot, approved bool) consent.Verdict {
+	self := n.ownAnswer(*s)
+	self.Approved = approved
+	return consent.Evaluate(self, n.AskPeers(ctx, *s))
+}
+
+// AskPeers asks every other listed node, in parallel, for its answer.
+func (n *Node) AskPeers(ctx context.Context, s Snapshot) []consent.Asked {
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		asked []consent.Asked
+	)
+	ctx, cancel := context.WithTimeout(ctx, n.Config.Agent.CallTimeout)
+	defer cancel()
+	for _, ip := range s.List {
+		if ip == s.Self.IP {
+			continue
+		}
+		wg.Go(func() {
+			a, err := n.Peers.Ask(ctx, ip)
+			mu.Lock()
+			asked = append(asked, consent.Asked{Node: ip, Answer: a, Err: err})
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	slices.SortFunc(asked, func(a, b consent.Asked) int { return a.Node.Compare(b.Node) })
+	return asked
+}
+
+// OwnAnswer is this node's answer to "may we bootstrap?" as the snapshot
+// shows it.
+func (n *Node) OwnAnswer(s Snapshot) consent.Answer { return n.ownAnswer(s) }
+
+func (n *Node) ownAnswer(s Snapshot) consent.Answer {
+	a := consent.Answer{Cluster: n.Config.Cluster.Name, Token: n.Config.BootstrapToken(), Node: s.Self.IP.String(),
+		List: addrStrings(s.List), Phase: consent.Starting}
+	if !s.ListOK || !s.Self.IP.IsValid() {
+		return a
+	}
+	op, _ := n.Store.LoadOperator()
+	a.Approved = op.BootstrapApproval != nil && slices.Equal(op.BootstrapApproval.List, a.List)
+	b := n.state.Bootstrap
+	bootstrapping := b != nil && slices.Equal(b.List, a.List) && b.Token == a.Token && !n.state.WasMember
+	if s.Pinned != 0 {
+		a.ClusterID = membership.IDString(s.Pinned)
+	}
+	switch {
+	case bootstrapping:
+		a.Phase, a.Detail = consent.Bootstrapping, "started at "+b.Started.UTC().Format(time.RFC3339)
+	case s.Data.HasData():
+		a.Phase, a.Detail = consent.HasData, "the data dir holds etcd data"
+		if s.DataIdentity.MemberID != 0 {
+			a.Detail = fmt.Sprintf("the data dir holds member %s of cluster %s", membership.IDString(s.DataIdentity.MemberID), membership.IDString(s.DataIdentity.ClusterID))
+		}
+	case s.Runtime.Running:
+		a.Phase, a.Detail = consent.HasData, "its member runs"
+	case n.state.WasMember && !a.Approved:
+		a.Phase, a.Detail = consent.Member, "it was a member of cluster "+n.state.ClusterID
+	case !contains(n.scheme.ForAll(s.List), s.Self):
+		a.Phase = consent.NotListed
+	default:
+		a.Phase = consent.Fresh
+		if n.state.WasMember {
+			a.Detail = "it was a member, lost its data, and the operator approved a new bootstrap"
+		}
+	}
+	return a
+}
+
+// resolveSelf fixes this node's member identity for the agent's lifetime:
+// node.address, or the one local address among the listed ones and the
+// address used before a restart.
+func (n *Node) resolveSelf(listed []netip.Addr, acting bool) (identity.Member, error) {
+	if n.self.IP.IsValid() {
+		return n.self, nil
+	}
+	ip, detected, err := n.nodeAddress(listed)
+	if err != nil {
+		if acting {
+			n.logOnce("self", err.Error(), slog.LevelError, "cannot tell which member is this node", "error", err)
+		}
+		return identity.Member{}, err
+	}
+	self := n.scheme.For(ip)
+	if !acting {
+		return self, nil
+	}
+	if detected {
+		n.Log.Info("detected node address", "address", ip.String())
+	}
+	n.self = self
+	n.Log = n.Log.With("self", self.Name)
+	n.writer.Log = n.Log
+	n.state.SelfAddress = ip.String()
+	return self, nil
+}
+
+// nodeAddress is this host's member IP: node.address, or the one local
+// address among the listed ones and the one used before a restart.
+func (n *Node) nodeAddress(listed []netip.Addr) (ip netip.Addr, detected bool, err error) {
+	return NodeAddress(n.Config, listed, n.state, n.Detect)
+}
+
+// NodeAddress is this host's member IP: node.address, or the one local
+// address among the listed ones and the one used before a restart (so a
+// node that left the list still knows its member). detected says it was
+// found among local addresses.
+func NodeAddress(cfg *config.Config, listed []netip.Addr, st state.State, detect func([]netip.Addr) (netip.Addr, error)) (ip netip.Addr, detected bool, err error) {
+	if cfg.Node.Address != "" {
+		return netip.MustParseAddr(cfg.Node.Address), false, nil // validated
+	}
+	candidates := slices.Clone(listed)
+	if prev, err := netip.ParseAddr(st.SelfAddress); err == nil && !slices.Contains(candidates, prev) {
+		candidates = append(candidates, prev)
+	}
+	if detect == nil {
+		return netip.Addr{}, false, errors.New("node.address is not set and no address detection is available")
+	}
+	ip, err = detect(candidates)
+	return ip, err == nil, err
+}
+
+// localMemberID is the local member's ID: what the runtime knows, else
+// what was recorded, else what the data dir's write-ahead log says, else
+// (a static pod's etcd, which only the cluster can tell about) the member
+// with this node's peer URL whose own endpoint answered as that member.
+func (n *Node) localMemberID(s *Snapshot) uint64 {
+	for _, id := range []uint64{s.Runtime.MemberID, parseID(n.state.MemberID), s.DataIdentity.MemberID} {
+		if id != 0 {
+			return id
+		}
+	}
+	if !s.Runtime.Running {
+		return 0
+	}
+	if m, ok := s.View.Answering(s.Self.PeerURL); ok {
+		return m.ID
+	}
+	return 0
+}
+
+func parseID(hex string) uint64 {
+	id, err := strconv.ParseUint(hex, 16, 64)
+	if err != nil {
+		return 0
+	}
+	return id
+}
+
+func addrStrings(addrs []netip.Addr) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a.String()
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,259 @@
+// Package node is the controller of one control-plane node. Every pass it
+// looks (Look: the member list, the node's own member and data dir, the
+// cluster, and, when a bootstrap could happen, the other listed nodes'
+// consent), decides (localmember.Decide, membership.MakePlan), records its
+// intent, and acts: starts, stops or moves aside the local member, and
+// lets the writer make at most one membership change. Look is the one
+// snapshot the agent, `etcdlet status` and `etcdlet render` share.
+//
+// The controller starts no goroutine and reads the time only through its
+// Now: the agent drives it on a timer, the simulator on a schedule. All
+// input and output go through small interfaces (Deps).
+package node
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/consent"
+	"github.com/etcdlet/etcdlet/daemon/datadir"
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/metrics"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/state"
+)
+
+// ListSource is the desired member list (memberlist.Source).
+type ListSource interface {
+	// Refresh re-reads the source; it reports whether the list in force
+	// changed.
+	Refresh() bool
+	// Current is the list in force, and whether there is one.
+	Current() ([]netip.Addr, bool)
+	// Err is why the latest read was rejected; nil when it was accepted.
+	Err() error
+}
+
+// DataDir is the local member's data dir (datadir.Dir).
+type DataDir interface {
+	Inspect() (datadir.Contents, error)
+	// Identity is the member and cluster the data belongs to, from its
+	// write-ahead log; datadir.ErrNoIdentity without one.
+	Identity() (datadir.Identity, error)
+	// InUse: an etcd process holds the data (a static pod still stopping).
+	InUse() (bool, error)
+	// MoveAside renames the data dir aside (never deleting it) and returns
+	// where it went ("" when there was nothing to move).
+	MoveAside(now time.Time) (string, error)
+	// MovedSince counts the data dirs moved aside at or after since.
+	MovedSince(since time.Time) (int, error)
+	// MountPoint reports whether the data dir is a mount point.
+	MountPoint() (bool, error)
+}
+
+// Store persists the agent's state and reads what the operator told it
+// (state.Store).
+type Store interface {
+	Load() (state.State, error)
+	Save(state.State) error
+	LoadOperator() (state.Operator, error)
+}
+
+// Peers reaches the other listed nodes' agents (consent.Client).
+type Peers interface {
+	// Ask asks a node whether it consents to a bootstrap.
+	Ask(ctx context.Context, node netip.Addr) (consent.Answer, error)
+	// Wake asks a node's agent for a pass now. It must not block the
+	// caller: a node that is down costs nothing here.
+	Wake(node netip.Addr)
+}
+
+// Deps is everything a node controller works through.
+type Deps struct {
+	Config *config.Config
+	Log    *slog.Logger
+	// Now is the clock; time.Now when nil.
+	Now     func() time.Time
+	Cluster etcdclient.Cluster
+	Locker  etcdclient.Locker
+	Runtime runtime.Runtime
+	DataDir DataDir
+	Store   Store
+	Peers   Peers
+	List    ListSource
+	// Detect finds the one local address among the candidates (nodeaddr);
+	// used when node.address is not set.
+	Detect func(candidates []netip.Addr) (netip.Addr, error)
+	// Metrics may be nil (a read-only look).
+	Metrics *metrics.Metrics
+	// Policy is the retry policy of membership calls; the agent's default
+	// when zero.
+	Policy etcdclient.Policy
+}
+
+// Node is the controller of one node.
+type Node struct {
+	Deps
+	scheme   identity.Scheme
+	observer *membership.Observer
+	writer   *membership.Reconciler
+
+	// Pass-owned bookkeeping: only Pass touches these.
+	state        state.State
+	saved        state.State // what is on disk
+	self         identity.Member
+	lastMembers  []membership.Member
+	logged       map[string]string // logOnce: category -> last key
+	seenExits    uint64            // runtime exit count already accounted for
+	exits        int               // consecutive failed starts and exits of the local member
+	restartAfter time.Time         // no restart before this (crash-loop backoff)
+	settling     int               // passes since the last progress, for settle()
+	applied      bool              // the local decision was carried out once (for READY)
+
+	// Published for other goroutines (HTTP handlers, the notifier).
+	mu     sync.Mutex
+	last   Snapshot
+	answer consent.Answer
+}
+
+// New builds a node controller; st is the state loaded from the store.
+func New(d Deps, st state.State) *Node {
+	if d.Now == nil {
+		d.Now = time.Now
+	}
+	if d.Policy.Attempts == 0 {
+		d.Policy = DefaultPolicy(d.Config.Agent.CallTimeout)
+	}
+	n := &Node{Deps: d, scheme: identity.SchemeFrom(d.Config), state: st, saved: st.Clone(), logged: map[string]string{}}
+	n.observer = &membership.Observer{Cluster: d.Cluster, Timeout: d.Config.Agent.CallTimeout, Scheme: n.scheme}
+	n.writer = &membership.Reconciler{
+		Cluster: d.Cluster, Locker: d.Locker, Observer: n.observer, Log: d.Log, Policy: d.Policy,
+		Section: d.Config.Agent.LockSection(), LearnerTimeout: d.Config.Agent.LearnerTimeout, Now: d.Now,
+		OnChange: n.changed,
+	}
+	n.answer = consent.Answer{Cluster: d.Config.Cluster.Name, Token: d.Config.BootstrapToken(), Phase: consent.Starting}
+	return n
+}
+
+// DefaultPolicy is how membership calls are retried under the lock:
+// quickly at first (a learner that just started catches up in
+// milliseconds, and promotion is what a join waits for), then backing off,
+// for about two seconds in all.
+func DefaultPolicy(callTimeout time.Duration) etcdclient.Policy {
+	return etcdclient.Policy{Attempts: 12, InitialBackoff: 10 * time.Millisecond, MaxBackoff: 500 * time.Millisecond,
+		Jitter: 0.3, AttemptTimeout: callTimeout}
+}
+
+// Close releases the writer lock's session.
+func (n *Node) Close() { n.writer.Close() }
+
+// Pass runs one reconcile pass and returns when the next should run.
+func (n *Node) Pass(ctx context.Context) time.Duration {
+	start := n.Now()
+	defer func() {
+		if m := n.Metrics; m != nil {
+			m.ReconcilePasses.Inc()
+			m.ReconcileDuration.Observe(n.Now().Sub(start).Seconds())
+		}
+	}()
+	interval := n.Config.Agent.ReconcileInterval
+	snap := n.look(ctx, true)
+	n.record(snap)
+	if snap.waiting() {
+		n.save()
+		return n.settle()
+	}
+	requeue := n.actLocal(ctx, snap)
+	if snap.View.Reached {
+		requeue = min(requeue, n.write(ctx, snap))
+	}
+	n.save()
+	n.publish(snap)
+	return min(requeue, interval)
+}
+
+// Applied reports whether the local decision was carried out at least
+// once (the manifest written, the embedded member started), for READY=1.
+func (n *Node) Applied() bool { return n.applied }
+
+// Last returns the latest snapshot, for the notifier and the HTTP API.
+func (n *Node) Last() Snapshot {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.last
+}
+
+// Answer is this node's current answer to "may we bootstrap?", served to
+// the other agents.
+func (n *Node) Answer() consent.Answer {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.answer
+}
+
+// Self is this node's member identity; zero until it is known.
+func (n *Node) Self() identity.Member { return n.Last().Self }
+
+func (n *Node) publish(snap Snapshot) {
+	answer := n.ownAnswer(snap)
+	n.mu.Lock()
+	n.last, n.answer = snap, answer
+	n.mu.Unlock()
+}
+
+// settle is how soon to look again while something is in motion (a join,
+// a change being retried, another writer at work): fast at first, then
+// slowing to the reconcile interval, so a join completes quickly but a
+// state that persists (a learner whose host is down) is not polled hard.
+// Progress (a list change, a change done, the local member started or
+// stopped) makes it fast again.
+func (n *Node) settle() time.Duration {
+	d := time.Duration(float64(100*time.Millisecond) * math.Pow(1.5, float64(n.settling)))
+	n.settling++
+	return min(d, n.Config.Agent.ReconcileInterval)
+}
+
+// Progress says that something changed outside the loop (the list, the
+// local member): the next passes look fast again.
+func (n *Node) Progress() { n.settling = 0 }
+
+// save writes the state when it changed. A pass saves before it acts on
+// an intent that must survive a crash (a start, a bootstrap, a join) and
+// once at its end.
+func (n *Node) save() {
+	if n.state.Equal(n.saved) {
+		return
+	}
+	if err := n.Store.Save(n.state); err != nil {
+		n.Log.Error("cannot persist agent state", "error", err)
+		return
+	}
+	n.saved = n.state.Clone()
+}
+
+// logOnce logs a message only when its key differs from the previous key
+// of the same category, so a condition that persists across passes is
+// logged once, when it starts or changes.
+func (n *Node) logOnce(category, key string, level slog.Level, msg string, attrs ...any) {
+	if prev, ok := n.logged[category]; ok && prev == key {
+		return
+	}
+	n.logged[category] = key
+	n.Log.Log(context.Background(), level, msg, attrs...)
+}
+
+func contains(desired []identity.Member, self identity.Member) bool {
+	return slices.ContainsFunc(desired, func(d identity.Member) bool { return d.IP == self.IP })
+}
+
+// waiting says the pass ends after looking: no list, or no node identity
+// yet.
+func (s Snapshot) waiting() bool { return !s.ListOK || !s.Self.IP.IsValid() }

@@ -1,0 +1,128 @@
+package node
+
+import (
+	"fmt"
+	"log/slog"
+	"net/netip"
+
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/localmember"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+)
+
+// record takes in what a look found before the pass acts: the local
+// member's exits, the membership it now has, the list it applies, and the
+// logs and metrics of all that.
+func (n *Node) record(s Snapshot) {
+	if !s.ListOK || !s.Self.IP.IsValid() {
+		n.publish(s)
+		return
+	}
+	if s.Runtime.Exits != n.seenExits {
+		n.seenExits = s.Runtime.Exits
+		// A member that keeps stopping on its own is restarted with a
+		// growing delay; removal is told apart by the member list.
+		n.backOff()
+	}
+	if s.Runtime.MemberID != 0 {
+		n.state.MemberID = membership.IDString(s.Runtime.MemberID)
+	} else if n.state.MemberID == "" && s.Runtime.Running {
+		if id := n.localMemberID(&s); id != 0 {
+			n.state.MemberID = membership.IDString(id)
+		}
+	}
+	n.noteMembership(s)
+	n.rememberList(s)
+	n.recordView(s)
+	n.recordDecision(s)
+	n.publish(s)
+}
+
+func (n *Node) recordView(s Snapshot) {
+	m := n.Metrics
+	v := s.View
+	if v.Reached {
+		n.logged["view"] = "reached"
+		n.lastMembers = v.Members
+	} else {
+		n.logOnce("view", fmt.Sprint(v.Established), slog.LevelInfo, "cluster not reachable with quorum", "established", v.Established, "problems", v.Problems)
+	}
+	for _, f := range v.Foreign {
+		addr := f.Endpoint
+		if ip, ok := identity.IPFromURL(f.Endpoint); ok {
+			addr = ip.String()
+		}
+		n.logOnce("foreign:"+f.Endpoint, membership.IDString(f.ClusterID), slog.LevelError,
+			"a listed address answers for another cluster", "address", addr, "action", "none: nothing is done to or for it",
+			"endpoint", f.Endpoint, "foreignClusterID", membership.IDString(f.ClusterID), "foreignMemberID", membership.IDString(f.MemberID),
+			"clusterID", membership.IDString(v.ClusterID))
+	}
+	if s.Orphaning != "" {
+		n.logOnce("orphaning", fmt.Sprint(s.List), slog.LevelError, "member list refused: it would orphan the cluster",
+			"reason", s.Orphaning, "inForce", n.state.LastAppliedList)
+	} else {
+		n.logged["orphaning"] = ""
+	}
+	if m == nil {
+		return
+	}
+	m.DesiredMembers.Set(float64(len(s.Desired)))
+	m.ForeignAnswers.Set(float64(len(v.Foreign)))
+	reachable := 0.0
+	if v.Reached {
+		reachable = 1
+		voters, healthy := v.Voters()
+		m.Members.WithLabelValues("voter").Set(float64(voters))
+		m.Members.WithLabelValues("learner").Set(float64(len(v.Members) - voters))
+		m.HealthyVoters.Set(float64(healthy))
+	}
+	m.ClusterReachable.Set(reachable)
+}
+
+func (n *Node) recordDecision(s Snapshot) {
+	d := s.Decision
+	if d.Kind != localmember.Keep {
+		level := slog.LevelInfo
+		if d.Kind == localmember.Refuse {
+			level = slog.LevelError
+		}
+		n.logOnce("local", string(d.Kind)+d.Reason, level, "local member", "decision", string(d.Kind), "reason", d.Reason)
+	} else {
+		n.logged["local"] = ""
+	}
+	if m := n.Metrics; m != nil {
+		m.LocalDecision.Reset()
+		m.LocalDecision.WithLabelValues(string(d.Kind)).Set(1)
+		waiting := 0.0
+		if d.Kind == localmember.Wait && len(s.Consent.Silent)+len(s.Consent.Refusing) > 0 {
+			waiting = 1
+		}
+		m.BootstrapWaiting.Set(waiting)
+	}
+}
+
+func (n *Node) recordPlan(p membership.Plan) {
+	if m := n.Metrics; m != nil {
+		m.PlanWaiting.Reset()
+		for _, w := range p.Waiting {
+			m.PlanWaiting.WithLabelValues(string(w.Reason)).Inc()
+		}
+	}
+	if len(p.Waiting) == 0 {
+		n.logged["plan"] = ""
+		return
+	}
+	waits := make([]string, len(p.Waiting))
+	for i, w := range p.Waiting {
+		waits[i] = w.String()
+	}
+	n.logOnce("plan", fmt.Sprint(p.Waiting), slog.LevelInfo, "membership changes waiting", "waiting", waits)
+}
+
+func ipStrings(addrs []netip.Addr) []string {
+	out := make([]string, len(addrs))
+	for i, ip := range addrs {
+		out[i] = ip.String()
+	}
+	return out
+}

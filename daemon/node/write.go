@@ -1,0 +1,68 @@
+package node
+
+import (
+	"context"
+	"time"
+
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/localmember"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+)
+
+// write lets the writer make at most one membership change, and returns
+// how soon the next pass should run.
+func (n *Node) write(ctx context.Context, s Snapshot) time.Duration {
+	var stale []uint64
+	if s.Decision.Kind == localmember.DeclareStale {
+		stale = []uint64{s.Decision.StaleID}
+	}
+	res, err := n.writer.Step(ctx, s.Desired, s.View, stale, n.localMemberID(&s))
+	n.recordPlan(res.Plan)
+	interval := n.Config.Agent.ReconcileInterval
+	switch {
+	case err != nil:
+		n.Log.Warn("membership step failed", "error", err)
+		return n.settle()
+	case res.Busy:
+		if n.Metrics != nil {
+			n.Metrics.WriterLockBusy.Inc()
+		}
+		return n.settle()
+	case res.Acted != nil && res.Result.Outcome == etcdclient.Done:
+		// The next step may be ready at once: a handover is followed by
+		// the removal, an add by the promotion.
+		n.settling = 0
+		return 0
+	case res.Acted != nil || waitsFor(res.Plan, membership.WaitLearnerNotStarted):
+		return n.settle()
+	}
+	return interval
+}
+
+// changed counts a membership call and wakes the agent of the node the
+// change concerns, so that a node added as a learner starts its member at
+// once instead of on its next pass.
+func (n *Node) changed(a membership.Action, r etcdclient.Result) {
+	if m := n.Metrics; m != nil {
+		m.MembershipChanges.WithLabelValues(string(a.Kind), string(r.Outcome)).Inc()
+		if a.Expired && r.Outcome == etcdclient.Done {
+			m.LearnersExpired.Inc()
+		}
+	}
+	if r.Outcome != etcdclient.Done || a.PeerURL == "" {
+		return
+	}
+	if ip, ok := identity.IPFromURL(a.PeerURL); ok && ip != n.self.IP {
+		n.Peers.Wake(ip)
+	}
+}
+
+func waitsFor(p membership.Plan, reason membership.WaitReason) bool {
+	for _, w := range p.Waiting {
+		if w.Reason == reason {
+			return true
+		}
+	}
+	return false
+}
