@@ -11,7 +11,7 @@ LDFLAGS    := -X main.version=$(VERSION)
 # End-to-end tests start real etcd clusters; they need time, not retries.
 TEST_FLAGS ?= -count=1 -timeout 25m
 
-.PHONY: all build test test-deps unit e2e demo bench lint clean
+.PHONY: all build test test-deps unit e2e sim demo bench lint clean
 
 all: build
 
@@ -38,6 +38,13 @@ unit:
 
 e2e:
 	$(ASSETS) && $(GO) test $(TEST_FLAGS) -v ./test/
+
+# A long campaign of the membership simulator (docs/development.md):
+# SIM_DURATION of schedules from a fresh range of seeds, then the rate and
+# what they covered. A failing seed prints its replay command.
+SIM_DURATION ?= 10m
+sim:
+	$(GO) test -count=1 -timeout 0 ./daemon/sim/ -run TestCampaign -sim.duration=$(SIM_DURATION) -v
 
 demo: build
 	@hack/demo.sh $(BIN)

@@ -74,7 +74,7 @@ func ReadMembersFile(path string) ([]AddressEntry, Errors) {
 }
 
 // ValidateAddressList applies the address-list rules of etcd-druid's
-// externally managed members (see ARCHITECTURE.md): every entry a valid IP
+// externally managed members (see docs/config.md): every entry a valid IP
 // in canonical form, usable as a member address, no duplicates, and, when
 // replicas is set, exactly that many entries. listPath names the list as a
 // whole for the length rule. The returned addresses are in list order; on

@@ -211,7 +211,7 @@ func (a *Agent) startPeerEndpoint(wg *sync.WaitGroup) {
 		a.log.Error("agent peer endpoint cannot listen; other nodes cannot ask this one about a bootstrap", "address", addr, "error", err)
 		return
 	}
-	a.peer = consent.Server(consent.Handler(a.node.Answer, a.wake), a.peerTLS)
+	a.peer = consent.Server(consent.Handler(a.node.Answer, a.node.Promise, a.wake), a.peerTLS)
 	srv := a.peer
 	a.log.Info("agent peer endpoint listening", "address", addr, "tls", a.peerTLS != nil)
 	wg.Go(func() {
@@ -286,6 +286,10 @@ type peers struct {
 
 func (p *peers) Ask(ctx context.Context, n netip.Addr) (consent.Answer, error) {
 	return p.client.Ask(ctx, n)
+}
+
+func (p *peers) Promise(ctx context.Context, n netip.Addr, list []string) (consent.Answer, error) {
+	return p.client.Promise(ctx, n, list)
 }
 
 func (p *peers) Wake(n netip.Addr) {

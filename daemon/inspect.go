@@ -90,7 +90,8 @@ func (probedRuntime) Changed() <-chan struct{}    { return nil }
 // readOnlyStore reads the agent's state and never writes it.
 type readOnlyStore struct{ state.Store }
 
-func (readOnlyStore) Save(state.State) error { return nil }
+func (readOnlyStore) Save(state.State) error           { return nil }
+func (readOnlyStore) SavePromise(*state.Promise) error { return nil }
 
 // configList is the configuration's list, read on every Refresh.
 type configList struct {

@@ -29,6 +29,8 @@ tools=(
   "ip                  iproute2              test/: network namespaces"
   "unshare             util-linux            test/pacemaker: node namespaces"
   "nsenter             util-linux            test/pacemaker: polling inside a node"
+  "mount               mount                 test/: a data dir that must be a mount point"
+  "umount              mount                 test/: a data dir that must be a mount point"
   "systemd-analyze     systemd               systemd/: 'systemd-analyze verify' of the units"
 )
 

@@ -2,7 +2,8 @@
 # make test: every check and every test package, the unit packages (with the
 # race detector) and the end-to-end packages side by side. One failure never
 # hides the rest: each step runs to its end, and the summary names every
-# failing step, package and test. Exits 1 if anything failed.
+# failing step, package and test. Exits 1 if anything failed. The membership
+# simulator (daemon/sim) plays its 10,000 schedules beside them.
 #
 # Environment: GO (default go), TEST_FLAGS (default -count=1 -timeout 25m),
 # ETCDLET_CACHE (where hack/envtest.sh keeps kube-apiserver and etcd).
@@ -41,9 +42,12 @@ run() {
 }
 
 packages=$($GO list ./... | grep -v '/test$')
-step "unit packages (-race) and end-to-end tests (./test/), side by side"
+step "unit packages (-race), end-to-end tests (./test/) and the simulator's 10,000 schedules, side by side"
 run unit -race $packages
 run e2e ./test/
+# The simulator plays 300 schedules under -race in the unit step; here the
+# full count, without the race detector's cost.
+run sim ./daemon/sim/ -run TestSchedules -sim.schedules=10000 -v
 wait
 
 # report NAME: failing packages and tests of one go test run.
@@ -65,6 +69,7 @@ report() {
 }
 report unit
 report e2e
+report sim
 
 echo
 if [ ${#failed[@]} -eq 0 ]; then

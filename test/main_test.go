@@ -58,6 +58,11 @@ const (
 	netAlarm
 	netSnapOnly
 	netOrphan
+	netLearnerTimeout
+	netApprove
+	netFlapping
+	netMount
+	netCorrupt
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -37,6 +37,9 @@ const (
 	NotListed Phase = "not-listed"
 	// Starting: the agent has not finished its first look yet.
 	Starting Phase = "starting"
+	// Promised: the node agreed to bootstrap another list, and that
+	// bootstrap is not known to have been abandoned.
+	Promised Phase = "promised"
 )
 
 // Answer is one node's answer to "may we bootstrap?".
@@ -54,6 +57,8 @@ type Answer struct {
 	// Approved is set when the operator approved a bootstrap of List on
 	// that node (etcdlet bootstrap --approve).
 	Approved bool `json:"approved,omitempty"`
+	// Promised is the list the node agreed to bootstrap, if any.
+	Promised []string `json:"promised,omitempty"`
 	// Detail says what the phase rests on, for humans.
 	Detail string `json:"detail,omitempty"`
 }

@@ -1,6 +1,7 @@
 package consent
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"encoding/json"
@@ -19,7 +20,9 @@ import (
 
 // The agent peer endpoint's paths.
 const (
-	// PathBootstrap answers GET with this node's Answer.
+	// PathBootstrap answers GET with this node's Answer, and a POST of a
+	// list (Request) with its answer to a bootstrap of that list: a node
+	// that agrees records its promise before it answers.
 	PathBootstrap = "/etcdlet/v1/bootstrap"
 	// PathWake takes a POST from another agent that changed membership in
 	// a way this node should look at now (it was added as a learner), so
@@ -30,13 +33,29 @@ const (
 // maxAnswer bounds what is read of an answer.
 const maxAnswer = 64 << 10
 
+// Request asks a node to agree to a bootstrap of List.
+type Request struct {
+	List []string `json:"list"`
+}
+
 // Handler serves the agent peer endpoint: answer returns this node's
-// current answer, wake asks for a reconcile pass now (it must not block).
-func Handler(answer func() Answer, wake func()) http.Handler {
+// current answer, promise its answer to a bootstrap of a list (recording
+// the promise when it agrees), wake asks for a reconcile pass now (it
+// must not block).
+func Handler(answer func() Answer, promise func(list []string) Answer, wake func()) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathBootstrap, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(answer())
+	})
+	mux.HandleFunc("POST "+PathBootstrap, func(w http.ResponseWriter, r *http.Request) {
+		var req Request
+		if err := json.NewDecoder(io.LimitReader(r.Body, maxAnswer)).Decode(&req); err != nil {
+			http.Error(w, "want a JSON body {\"list\": [addresses]}: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(promise(req.List))
 	})
 	mux.HandleFunc("POST "+PathWake, func(w http.ResponseWriter, _ *http.Request) {
 		wake()
@@ -98,12 +117,30 @@ func (c *Client) url(node netip.Addr, path string) string {
 	return c.Scheme + "://" + net.JoinHostPort(node.String(), strconv.Itoa(c.Port)) + path
 }
 
-// Ask asks one node for its answer.
+// Ask asks one node for its answer, changing nothing there.
 func (c *Client) Ask(ctx context.Context, node netip.Addr) (Answer, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url(node, PathBootstrap), nil)
 	if err != nil {
 		return Answer{}, err
 	}
+	return c.answer(req)
+}
+
+// Promise asks one node to agree to a bootstrap of list.
+func (c *Client) Promise(ctx context.Context, node netip.Addr, list []string) (Answer, error) {
+	body, err := json.Marshal(Request{List: list})
+	if err != nil {
+		return Answer{}, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(node, PathBootstrap), bytes.NewReader(body))
+	if err != nil {
+		return Answer{}, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return c.answer(req)
+}
+
+func (c *Client) answer(req *http.Request) (Answer, error) {
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
 		return Answer{}, err

@@ -101,6 +101,17 @@ func Decide(in Inputs) Decision {
 	if in.Data.HasData() {
 		return decideWithData(in)
 	}
+	if named, ok := memberWithPeerURL(v, in.Self.PeerURL); ok && !v.Reached && !v.Ambiguous() && !named.Started() &&
+		(named.Name == "" || named.Name == in.Self.Name) && in.Flapping == "" {
+		// A bootstrap this node was part of, or a cluster that lost its
+		// quorum, waits for this node's member: joining it is what
+		// completes it, and never forms a cluster of its own. A node the
+		// list no longer names joins too, for the cluster cannot reach the
+		// quorum that removing it needs otherwise; it is removed after.
+		return Decision{Kind: Join, Reason: fmt.Sprintf("member %s of cluster %s is this node's and has not started, and the cluster has no quorum without it; joining",
+			membership.IDString(named.ID), membership.IDString(v.ClusterID)),
+			InitialCluster: joinCluster(in), ClusterState: runtime.StateExisting, JoinID: named.ID}
+	}
 	if !in.InList {
 		return Decision{Kind: Idle, Reason: "this node's address is not in the member list"}
 	}

@@ -23,6 +23,7 @@ type View struct {
 	// Reached is true when some endpoint of the pinned cluster (any
 	// cluster, for an agent not pinned yet) answered a linearizable
 	// MemberList: the members are current and the cluster has quorum.
+	// Without it, Members are a serializable answer's, without health.
 	Reached bool
 	// Established is true when a cluster with started members exists,
 	// even if it has no quorum right now (learned from a serializable
@@ -71,6 +72,10 @@ type Observer struct {
 	// PeerListening tells whether a member's peer listener accepts
 	// connections; a TCP dial when nil.
 	PeerListening func(ctx context.Context, peerURLs []string) bool
+	// InOrder asks for the member list one endpoint after the other, in
+	// the order given, instead of all at once: the simulator's
+	// deterministic replay of "the first answer wins".
+	InOrder bool
 }
 
 // Observe lists the members through any of the target's endpoints and
@@ -83,10 +88,12 @@ func (o *Observer) Observe(ctx context.Context, t Target) View {
 	if list == nil {
 		// No quorum, or nobody up. A serializable answer still tells an
 		// established cluster (members that published client URLs) from
-		// nodes that are themselves only bootstrapping.
+		// nodes that are themselves only bootstrapping, and who its members
+		// are (not current: no member's health is asked).
 		if s, _ := o.memberList(ctx, t, true, &v); s != nil {
 			v.Established = slices.ContainsFunc(s.Members, func(m Member) bool { return m.Started() })
 			v.ClusterID = s.ClusterID
+			v.Members = s.Members
 		}
 		return v
 	}
@@ -118,10 +125,15 @@ func (o *Observer) memberList(ctx context.Context, t Target, serializable bool, 
 	}
 	answers := make(chan answer, len(t.Endpoints))
 	for _, ep := range t.Endpoints {
-		go func() {
+		ask := func() {
 			resp, err := o.Cluster.MemberList(ctx, ep, serializable)
 			answers <- answer{resp, err, ep}
-		}()
+		}
+		if o.InOrder {
+			ask()
+		} else {
+			go ask()
+		}
 	}
 	var problems []string
 	for range t.Endpoints {

@@ -348,20 +348,21 @@ func (p *Plan) pickMissing(missing []identity.Member, obs Observation) (identity
 	return eligible[0], true
 }
 
-// orphaning reports whether the list shares no address with the current
-// voters: following it would remove every voter and leave the cluster to
-// members that never held its data.
+// orphaning reports whether the list names none of the current voters
+// (by name and peer URL; a voter that only half-matches is not named):
+// following it would remove every voter and leave the cluster to members
+// that never held its data. It is also how an agent that belongs to no
+// cluster yet tells a cluster that is not its list's from its own.
 func orphaning(desired []identity.Member, obs Observation) bool {
 	voters := 0
 	for _, m := range obs.Members {
-		if m.IsLearner {
-			continue
+		if !m.IsLearner {
+			voters++
 		}
-		voters++
-		for _, d := range desired {
-			if slices.Contains(m.PeerURLs, d.PeerURL) {
-				return false
-			}
+	}
+	for _, p := range Match(desired, obs.Members).Matched {
+		if !p.Member.IsLearner {
+			return false
 		}
 	}
 	return voters > 0

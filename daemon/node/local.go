@@ -45,6 +45,10 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) time.Duration {
 		case localmember.Bootstrap:
 			n.state.Bootstrap = &state.Bootstrap{List: addrStrings(s.List), InitialCluster: spec.InitialCluster,
 				Token: spec.Token, Started: n.Now().UTC()}
+			if err := n.Store.SavePromise(&state.Promise{List: addrStrings(s.List), At: n.Now().UTC()}); err != nil {
+				n.Log.Error("cannot record the bootstrap promise; not bootstrapping", "error", err)
+				return n.settle()
+			}
 		}
 		n.state.InitialCluster, n.state.InitialClusterState = spec.InitialCluster, spec.InitialClusterState
 		n.save()
@@ -140,6 +144,11 @@ func (n *Node) noteMembership(s Snapshot) {
 	if !s.View.Reached || localID == 0 || !s.Runtime.Running || (s.Pinned != 0 && s.View.ClusterID != s.Pinned) {
 		return
 	}
+	if s.Pinned == 0 && s.View.Ambiguous() {
+		// Endpoints answer for more than one cluster: which one is this
+		// node's own cannot be told from here.
+		return
+	}
 	m, ok := s.View.Member(localID)
 	if !ok || !m.Started() {
 		return
@@ -148,7 +157,7 @@ func (n *Node) noteMembership(s Snapshot) {
 	clusterID := membership.IDString(s.View.ClusterID)
 	if !n.state.WasMember || n.state.ClusterID != clusterID {
 		n.state.WasMember, n.state.ClusterID = true, clusterID
-		n.state.Bootstrap = nil
+		n.state.Bootstrap, n.state.Seen = nil, nil
 		n.Log.Info("local member is part of the cluster", "memberID", membership.IDString(localID), "clusterID", clusterID, "learner", m.IsLearner)
 	}
 }
@@ -183,5 +192,13 @@ func (n *Node) rememberList(s Snapshot) {
 	}
 	if list := ipStrings(s.List); !slices.Equal(list, n.state.LastAppliedList) {
 		n.state.LastAppliedList = list
+	}
+	if n.state.WasMember || !slices.Contains(s.List, s.Self.IP) {
+		return
+	}
+	for _, ip := range s.List {
+		if text := ip.String(); ip != s.Self.IP && !slices.Contains(n.state.Seen, text) && len(n.state.Seen) < state.MaxSeen {
+			n.state.Seen = append(n.state.Seen, text)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -82,9 +83,17 @@ func (n *Node) look(ctx context.Context, acting bool) Snapshot {
 	s.Runtime = n.Runtime.Status()
 	n.lookAtData(&s, acting)
 
+	// Besides the list: this node's own address, the last list it applied
+	// and the one it promised to bootstrap, so that a cluster the list no
+	// longer names (or does not name yet) is still seen.
 	known := []string{s.Self.ClientURL}
 	for _, ip := range n.state.AppliedList() {
 		known = append(known, n.scheme.For(ip).ClientURL)
+	}
+	if p, _ := n.Store.LoadPromise(); p != nil {
+		for _, ip := range parseList(p.List) {
+			known = append(known, n.scheme.For(ip).ClientURL)
+		}
 	}
 	s.View = n.observer.Observe(ctx, membership.Target{
 		Endpoints: membership.Endpoints(s.Desired, n.lastMembers, known...),
@@ -202,29 +211,88 @@ func (n *Node) flapping(op state.Operator) string {
 		moved, window, n.Config.Etcd.MoveAsideLimit)
 }
 
-// askConsent asks every other listed node, in parallel, whether it
-// consents to a bootstrap of this list.
+// askConsent asks every other listed node, in parallel, to agree to a
+// bootstrap of this list; and every node of an earlier list that named
+// this node, and that the list no longer names, to promise the same: it
+// must hold no data and have started no bootstrap (hosts see a list
+// change at different times, and such a node may be bootstrapping the
+// list it still reads).
 func (n *Node) askConsent(ctx context.Context, s *Snapshot, approved bool) consent.Verdict {
 	self := n.ownAnswer(*s)
 	self.Approved = approved
-	return consent.Evaluate(self, n.AskPeers(ctx, *s))
+	ctx, cancel := context.WithTimeout(ctx, n.Config.Agent.CallTimeout)
+	defer cancel()
+	asked := n.askAll(ctx, s.Self.IP, s.List, true, self.List)
+	v := consent.Evaluate(self, asked)
+	var seen []netip.Addr
+	for _, ip := range parseList(n.state.Seen) {
+		if !slices.Contains(s.List, ip) {
+			seen = append(seen, ip)
+		}
+	}
+	for _, a := range n.askAll(ctx, s.Self.IP, seen, true, self.List) {
+		why := startedNothing(a)
+		switch {
+		case why == "" && !slices.Equal(a.Answer.Promised, self.List):
+			v.Refusing = append(v.Refusing, fmt.Sprintf("%s (of an earlier list; %s)", a.Node, promisedElse(a.Answer)))
+		case why != "" && a.Err != nil:
+			v.Silent = append(v.Silent, fmt.Sprintf("%s (of an earlier list; %s)", a.Node, why))
+		case why != "":
+			v.Refusing = append(v.Refusing, fmt.Sprintf("%s (of an earlier list; %s)", a.Node, why))
+		}
+	}
+	v.Granted = v.Granted && len(v.Refusing) == 0 && (len(v.Silent) == 0 || self.Approved)
+	return v
 }
 
-// AskPeers asks every other listed node, in parallel, for its answer.
+func promisedElse(a consent.Answer) string {
+	if len(a.Promised) > 0 {
+		return fmt.Sprintf("it promised to bootstrap [%s]", strings.Join(a.Promised, " "))
+	}
+	return "it made no promise"
+}
+
+// startedNothing says why a node's answer does not confirm that it holds
+// no data and started no bootstrap; "" when it does.
+func startedNothing(a consent.Asked) string {
+	switch {
+	case a.Err != nil:
+		return a.Err.Error()
+	case a.Answer.Phase == consent.Fresh || a.Answer.Phase == consent.NotListed || a.Answer.Phase == consent.Promised:
+		return ""
+	default:
+		return string(a.Answer.Phase) + ": " + a.Answer.Detail
+	}
+}
+
+// AskPeers asks every other listed node, in parallel, for its answer,
+// changing nothing there.
 func (n *Node) AskPeers(ctx context.Context, s Snapshot) []consent.Asked {
+	ctx, cancel := context.WithTimeout(ctx, n.Config.Agent.CallTimeout)
+	defer cancel()
+	return n.askAll(ctx, s.Self.IP, s.List, false, nil)
+}
+
+// askAll asks every node but self, in parallel: for its answer, or, with
+// promise, to agree to a bootstrap of list.
+func (n *Node) askAll(ctx context.Context, self netip.Addr, nodes []netip.Addr, promise bool, list []string) []consent.Asked {
 	var (
 		mu    sync.Mutex
 		wg    sync.WaitGroup
 		asked []consent.Asked
 	)
-	ctx, cancel := context.WithTimeout(ctx, n.Config.Agent.CallTimeout)
-	defer cancel()
-	for _, ip := range s.List {
-		if ip == s.Self.IP {
+	for _, ip := range nodes {
+		if ip == self {
 			continue
 		}
 		wg.Go(func() {
-			a, err := n.Peers.Ask(ctx, ip)
+			var a consent.Answer
+			var err error
+			if promise {
+				a, err = n.Peers.Promise(ctx, ip, list)
+			} else {
+				a, err = n.Peers.Ask(ctx, ip)
+			}
 			mu.Lock()
 			asked = append(asked, consent.Asked{Node: ip, Answer: a, Err: err})
 			mu.Unlock()
@@ -272,7 +340,7 @@ func (n *Node) ownAnswer(s Snapshot) consent.Answer {
 			a.Detail = "it was a member, lost its data, and the operator approved a new bootstrap"
 		}
 	}
-	return a
+	return n.promiseStands(a)
 }
 
 // resolveSelf fixes this node's member identity for the agent's lifetime:
@@ -362,4 +430,14 @@ func addrStrings(addrs []netip.Addr) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func parseList(list []string) []netip.Addr {
+	var addrs []netip.Addr
+	for _, s := range list {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			addrs = append(addrs, ip)
+		}
+	}
+	return addrs
 }

@@ -59,18 +59,22 @@ type DataDir interface {
 	MountPoint() (bool, error)
 }
 
-// Store persists the agent's state and reads what the operator told it
-// (state.Store).
+// Store persists the agent's state and its bootstrap promise, and reads
+// what the operator told it (state.Store).
 type Store interface {
 	Load() (state.State, error)
 	Save(state.State) error
 	LoadOperator() (state.Operator, error)
+	LoadPromise() (*state.Promise, error)
+	SavePromise(*state.Promise) error
 }
 
 // Peers reaches the other listed nodes' agents (consent.Client).
 type Peers interface {
-	// Ask asks a node whether it consents to a bootstrap.
+	// Ask asks a node for its answer, changing nothing there.
 	Ask(ctx context.Context, node netip.Addr) (consent.Answer, error)
+	// Promise asks a node to agree to a bootstrap of list.
+	Promise(ctx context.Context, node netip.Addr, list []string) (consent.Answer, error)
 	// Wake asks a node's agent for a pass now. It must not block the
 	// caller: a node that is down costs nothing here.
 	Wake(node netip.Addr)
@@ -97,6 +101,12 @@ type Deps struct {
 	// Policy is the retry policy of membership calls; the agent's default
 	// when zero.
 	Policy etcdclient.Policy
+	// InOrder makes every look ask one endpoint after the other: the
+	// simulator's deterministic replay (membership.Observer.InOrder).
+	InOrder bool
+	// PeerListening tells whether a learner's peer listener accepts
+	// connections; a TCP dial when nil.
+	PeerListening func(ctx context.Context, peerURLs []string) bool
 }
 
 // Node is the controller of one node.
@@ -122,6 +132,9 @@ type Node struct {
 	mu     sync.Mutex
 	last   Snapshot
 	answer consent.Answer
+	// promiseMu orders the reads and writes of the bootstrap promise
+	// (the peer endpoint's handler and the pass).
+	promiseMu sync.Mutex
 }
 
 // New builds a node controller; st is the state loaded from the store.
@@ -133,7 +146,8 @@ func New(d Deps, st state.State) *Node {
 		d.Policy = DefaultPolicy(d.Config.Agent.CallTimeout)
 	}
 	n := &Node{Deps: d, scheme: identity.SchemeFrom(d.Config), state: st, saved: st.Clone(), logged: map[string]string{}}
-	n.observer = &membership.Observer{Cluster: d.Cluster, Timeout: d.Config.Agent.CallTimeout, Scheme: n.scheme}
+	n.observer = &membership.Observer{Cluster: d.Cluster, Timeout: d.Config.Agent.CallTimeout, Scheme: n.scheme, InOrder: d.InOrder,
+		PeerListening: d.PeerListening}
 	n.writer = &membership.Reconciler{
 		Cluster: d.Cluster, Locker: d.Locker, Observer: n.observer, Log: d.Log, Policy: d.Policy,
 		Section: d.Config.Agent.LockSection(), LearnerTimeout: d.Config.Agent.LearnerTimeout, Now: d.Now,
@@ -168,6 +182,9 @@ func (n *Node) Pass(ctx context.Context) time.Duration {
 	snap := n.look(ctx, true)
 	n.record(snap)
 	if snap.waiting() {
+		// A node that waits (unlisted, say) still lets go of a bootstrap
+		// promise that no longer binds: others may wait on it.
+		n.releasePromise(ctx, snap)
 		n.save()
 		return n.settle()
 	}
@@ -175,6 +192,7 @@ func (n *Node) Pass(ctx context.Context) time.Duration {
 	if snap.View.Reached {
 		requeue = min(requeue, n.write(ctx, snap))
 	}
+	n.releasePromise(ctx, snap)
 	n.save()
 	n.publish(snap)
 	return min(requeue, interval)

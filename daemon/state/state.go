@@ -46,7 +46,15 @@ type State struct {
 	// it is a member of the cluster it formed: its answer to the other
 	// listed nodes is then "bootstrapping this list", not "has data".
 	Bootstrap *Bootstrap `json:"bootstrap,omitempty"`
+	// Seen are the other addresses of every list that named this node
+	// while it had never been a member: lists change, and hosts see a
+	// change at different times, so a node that may bootstrap asks them
+	// too whether they started a cluster. Cleared once it is a member.
+	Seen []string `json:"seen,omitempty"`
 }
+
+// MaxSeen bounds State.Seen.
+const MaxSeen = 64
 
 // Bootstrap records a bootstrap this node started.
 type Bootstrap struct {
@@ -54,6 +62,21 @@ type Bootstrap struct {
 	InitialCluster string    `json:"initialCluster"`
 	Token          string    `json:"token"`
 	Started        time.Time `json:"started"`
+}
+
+// PromiseFile holds this node's bootstrap promise.
+const PromiseFile = "bootstrap-promise.json"
+
+// Promise records that this node agreed to bootstrap a cluster of List
+// with the other listed nodes: from then on it agrees to no other list
+// until that bootstrap is known to have been abandoned (every node of
+// List answers that it has not started one and no longer wants it), or
+// the node is a member of a cluster. A bootstrap happens only after every
+// listed node agreed, so a node that agreed may be part of one whose only
+// witness is now silent.
+type Promise struct {
+	List []string  `json:"list"`
+	At   time.Time `json:"at"`
 }
 
 // OperatorFile holds what the operator told the agent through the CLI
@@ -153,6 +176,7 @@ func (s Store) SaveOperator(op Operator) error {
 func (s State) Clone() State {
 	c := s
 	c.LastAppliedList = slices.Clone(s.LastAppliedList)
+	c.Seen = slices.Clone(s.Seen)
 	c.Tombstones = slices.Clone(s.Tombstones)
 	if s.Bootstrap != nil {
 		b := *s.Bootstrap
@@ -175,4 +199,39 @@ func (s State) AppliedList() []netip.Addr {
 		}
 	}
 	return addrs
+}
+
+// LoadPromise returns the bootstrap promise; nil when there is none.
+func (s Store) LoadPromise() (*Promise, error) {
+	data, err := os.ReadFile(filepath.Join(s.Dir, PromiseFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", PromiseFile, err)
+	}
+	var p Promise
+	if err := json.Unmarshal(data, &p); err != nil {
+		return nil, fmt.Errorf("parse %s: %w", filepath.Join(s.Dir, PromiseFile), err)
+	}
+	return &p, nil
+}
+
+// SavePromise writes the bootstrap promise atomically; nil removes it.
+func (s Store) SavePromise(p *Promise) error {
+	path := filepath.Join(s.Dir, PromiseFile)
+	if p == nil {
+		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("remove %s: %w", PromiseFile, err)
+		}
+		return nil
+	}
+	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	data, err := json.MarshalIndent(p, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", PromiseFile, err)
+	}
+	return atomicfile.Write(path, append(data, '\n'), 0o600)
 }

@@ -89,6 +89,10 @@ type Options struct {
 	Extra string
 	// EtcdArgs, when set, gives more etcd.extraArgs for agent n's member.
 	EtcdArgs func(n int) map[string]string
+	// EtcdConfig and AgentConfig are YAML lines added to every agent's
+	// etcd and agent sections (indented by two spaces, e.g.
+	// "  moveAsideLimit: 2\n").
+	EtcdConfig, AgentConfig string
 	// Env, when set, gives extra environment for agent n's process.
 	Env func(n int) []string
 	// StaticPod runs the agents with etcd.runtime static-pod; each node
@@ -248,6 +252,7 @@ func (c *Cluster) WriteConfig(n int) {
 		fmt.Fprintf(&b, "  tls:\n    client: {certFile: %s, keyFile: %s, caFile: %s}\n    peer: {certFile: %s, keyFile: %s, caFile: %s}\n",
 			tls.ServerCert, tls.ServerKey, tls.CA, tls.ServerCert, tls.ServerKey, tls.CA)
 	}
+	b.WriteString(c.Opts.EtcdConfig)
 	fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: \"%s\"\n  peerPort: %d\n",
 		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), net.JoinHostPort(c.IP(n), strconv.Itoa(c.Ports.Agent)), c.Ports.AgentPeer)
 	if !c.Opts.Defaults {
@@ -256,6 +261,7 @@ func (c *Cluster) WriteConfig(n int) {
 	if tls := c.Opts.TLS; tls != nil {
 		fmt.Fprintf(&b, "  etcdClientTLS: {certFile: %s, keyFile: %s, caFile: %s}\n", tls.ClientCert, tls.ClientKey, tls.CA)
 	}
+	b.WriteString(c.Opts.AgentConfig)
 	b.WriteString(c.Opts.Extra)
 	if err := os.WriteFile(c.ConfigPath(n), []byte(b.String()), 0o600); err != nil {
 		c.t.Fatalf("%v", err)

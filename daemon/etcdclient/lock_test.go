@@ -1,0 +1,97 @@
+package etcdclient_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/internal/etcdtest"
+)
+
+const lockKey = "/etcdlet/test/membership-lock"
+
+func locker(t *testing.T) *etcdclient.SessionLocker {
+	t.Helper()
+	pool, err := etcdclient.NewPool(config.TLSFiles{}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := &etcdclient.SessionLocker{Pool: pool, Key: lockKey, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
+	t.Cleanup(func() { l.Close(); pool.Close() })
+	return l
+}
+
+// A lock whose release fails is not left to expire with its lease (the
+// session's keep-alive would keep it for as long as the agent lives): the
+// session is closed, the lease revoked, and another agent takes the lock
+// at once.
+func TestALockWhoseReleaseFailsIsFreedAtOnce(t *testing.T) {
+	members := etcdtest.Start(t, 3)
+	endpoints := etcdtest.ClientURLs(members)
+	a, b := locker(t), locker(t)
+	ctx := context.Background()
+	lock, err := a.TryLock(ctx, endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.TryLock(ctx, endpoints); !errors.Is(err, etcdclient.ErrLocked) {
+		t.Fatalf("a second agent took a held lock: %v", err)
+	}
+	gone, cancel := context.WithCancel(ctx)
+	cancel() // the release's call cannot be made
+	if err := lock.Unlock(gone); err == nil {
+		t.Fatal("a release that could not be sent reported success")
+	}
+	start := time.Now()
+	if _, err := b.TryLock(ctx, endpoints); err != nil {
+		t.Fatalf("after a failed release the lock stayed held: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the lock was free only after %s, as if it had expired with its lease", d)
+	}
+}
+
+// A holder whose lease is gone (revoked, or expired while it was cut off)
+// learns it before its next membership call: Remaining says the lock is
+// lost, and the holder makes no call.
+func TestRemainingSaysWhenTheLockIsLost(t *testing.T) {
+	members := etcdtest.Start(t, 3)
+	endpoints := etcdtest.ClientURLs(members)
+	a := locker(t)
+	ctx := context.Background()
+	lock, err := a.TryLock(ctx, endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	left, err := lock.Remaining(ctx)
+	if err != nil || left <= 0 || left > 15*time.Second {
+		t.Fatalf("a held lock: remaining %s, %v", left, err)
+	}
+	other, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	resp, err := other.Get(ctx, lockKey, clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the lock key: %v, %v", resp, err)
+	}
+	if _, err := other.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = lock.Remaining(ctx)
+	if !errors.Is(err, etcdclient.ErrLockLost) {
+		t.Fatalf("Remaining after the lease was revoked: %v, want ErrLockLost", err)
+	}
+	if got := etcdclient.Classify(etcdclient.OpRemove, err); got != etcdclient.Fatal {
+		t.Errorf("a lost lock classifies as %s, want fatal: no call may follow", got)
+	}
+	if _, err := locker(t).TryLock(ctx, endpoints); err != nil {
+		t.Errorf("the lost lock is still held: %v", err)
+	}
+}

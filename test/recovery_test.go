@@ -1,0 +1,224 @@
+package test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlet/etcdlet/test/harness"
+)
+
+// A listed node whose host never comes up gets a learner that is never
+// promoted. It does not hold etcd's single learner slot for ever: after
+// agent.learnerTimeout it is removed, the next listed node joins, and the
+// node that was down joins once it is up.
+func TestALearnerThatIsNeverPromotedLeavesTheSlot(t *testing.T) {
+	t.Parallel()
+	c, cli := startCluster(t, netLearnerTimeout, 3, func(o *harness.Options) { o.AgentConfig = "  learnerTimeout: 10s\n" })
+	c.WriteConfig(4) // its host stays down for now
+	c.Start(5)
+	c.WriteMembers(1, 2, 3, 4, 5)
+	harness.Eventually(t, 2*convergeTimeout, "member 5 votes while 4 is down", func() error {
+		members, err := c.MemberList(cli)
+		if err != nil {
+			return err
+		}
+		for _, m := range members {
+			if m.Name == c.Name(5) && !m.IsLearner {
+				return nil
+			}
+		}
+		return errorf("member 5 is not a voter yet")
+	})
+	expired := 0
+	for _, n := range []int{1, 2, 3, 5} { // any agent may be the writer
+		for _, e := range c.Agent(n).LogEntries() {
+			if e["msg"] == "membership change" && e["action"] == "remove" && strings.Contains(e["reason"].(string), "learner timeout") {
+				expired++
+			}
+		}
+	}
+	if expired == 0 {
+		t.Error("no agent logged removing an expired learner")
+	}
+	c.Start(4)
+	c.Wait(cli, 2*convergeTimeout, seq(1, 5)...)
+}
+
+// Two of three listed nodes are up; the third's agent is not installed
+// yet. They wait (silence is no consent) until the operator approves the
+// bootstrap on each of them; the third joins when it comes up.
+func TestTheOperatorApprovesABootstrap(t *testing.T) {
+	t.Parallel()
+	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netApprove})
+	c.WriteMembers(1, 2, 3)
+	c.WriteConfig(3)
+	c.Start(1)
+	c.Start(2)
+	harness.Eventually(t, convergeTimeout, "agents 1 and 2 wait for node 3", func() error {
+		for _, n := range []int{1, 2} {
+			failIfBootstrapped(t, c, n)
+			if !waitsFor(c.Agent(n), c.IP(3)) {
+				return errorf("agent %d has not logged waiting for %s", n, c.IP(3))
+			}
+		}
+		return nil
+	})
+	out, err := exec.Command(binary, "bootstrap", "--config", c.ConfigPath(1)).CombinedOutput()
+	if err != nil || !slices.ContainsFunc(strings.Split(string(out), "\n"), func(line string) bool {
+		return strings.HasPrefix(line, c.IP(3)+" ") && strings.Contains(line, "no answer")
+	}) {
+		t.Fatalf("etcdlet bootstrap does not show node 3 silent: %v\n%s", err, out)
+	}
+	for _, n := range []int{1, 2} {
+		if out, err := exec.Command(binary, "bootstrap", "--config", c.ConfigPath(n), "--approve").CombinedOutput(); err != nil || !strings.Contains(string(out), "approved") {
+			t.Fatalf("etcdlet bootstrap --approve on node %d: %v\n%s", n, err, out)
+		}
+	}
+	cli := c.Client()
+	harness.Eventually(t, convergeTimeout, "nodes 1 and 2 form the cluster", func() error {
+		members, err := c.MemberList(cli)
+		if err != nil {
+			return err
+		}
+		started := 0
+		for _, m := range members {
+			if len(m.ClientURLs) > 0 && !m.IsLearner {
+				started++
+			}
+		}
+		if started != 2 {
+			return errorf("%d started voters", started)
+		}
+		return nil
+	})
+	c.Start(3)
+	c.Wait(cli, convergeTimeout, 1, 2, 3)
+}
+
+// A node whose data was moved aside etcd.moveAsideLimit times within the
+// window stops rejoining (something keeps removing it) until the operator
+// acknowledges with etcdlet ack-moves.
+func TestMovesAsideTooOftenStopTheRejoin(t *testing.T) {
+	t.Parallel()
+	c, cli := startCluster(t, netFlapping, 3, func(o *harness.Options) { o.EtcdConfig = "  moveAsideLimit: 2\n" })
+	c.Start(4)
+	for i := 1; i <= 2; i++ {
+		c.WriteMembers(1, 2, 3, 4)
+		c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
+		c.WriteMembers(1, 2, 3)
+		c.Wait(cli, convergeTimeout, 1, 2, 3)
+		harness.Eventually(t, convergeTimeout, "agent 4 moved its data aside", func() error {
+			if n := len(movedAside(t, c, 4)); n < i {
+				return errorf("%d moves", n)
+			}
+			return nil
+		})
+	}
+	c.WriteMembers(1, 2, 3, 4)
+	harness.Eventually(t, convergeTimeout, "agent 4 refuses to rejoin", func() error {
+		for _, e := range c.Agent(4).LogEntries() {
+			if e["msg"] == "local member" && e["decision"] == "refuse" && strings.Contains(e["reason"].(string), "moved aside 2 times") {
+				return nil
+			}
+		}
+		return errorf("not refused yet")
+	})
+	if out, err := exec.Command(binary, "ack-moves", "--config", c.ConfigPath(4)).CombinedOutput(); err != nil {
+		t.Fatalf("etcdlet ack-moves: %v\n%s", err, out)
+	}
+	c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
+	requireKeptData(t, movedAside(t, c, 4))
+}
+
+// With etcd.dataDirMustBeMount, a data dir that is not a mount point (a
+// disk that failed to mount) is never used: the agent refuses and says
+// why. Once the disk is mounted, the member starts.
+func TestADataDirThatMustBeAMountPoint(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("mount"); err != nil {
+		t.Fatal("mount not found in PATH: apt-get install -y mount")
+	}
+	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netMount, EtcdConfig: "  dataDirMustBeMount: true\n"})
+	c.WriteMembers(1)
+	if err := os.MkdirAll(c.DataDir(1), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	a := c.Start(1)
+	harness.Eventually(t, convergeTimeout, "the agent refuses the unmounted data dir", func() error {
+		for _, e := range a.LogEntries() {
+			if e["msg"] == "local member" && e["decision"] == "refuse" && strings.Contains(e["reason"].(string), "is not a mount point") {
+				return nil
+			}
+		}
+		return errorf("not refused yet")
+	})
+	if entries, _ := os.ReadDir(c.DataDir(1)); len(entries) > 0 {
+		t.Fatal("the agent wrote into a data dir that is not a mount point")
+	}
+	// The disk arrives: a bind mount of the directory onto itself.
+	if out, err := exec.Command("mount", "--bind", c.DataDir(1), c.DataDir(1)).CombinedOutput(); err != nil {
+		t.Fatalf("mount --bind: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		a.Stop()
+		if out, err := exec.Command("umount", c.DataDir(1)).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", c.DataDir(1), err, out)
+		}
+	})
+	c.Wait(c.Client(), convergeTimeout, 1)
+}
+
+// A member whose data is corrupt (a CORRUPT alarm raised for it) is
+// replaced through the list: the new member joins, the corrupt one
+// leaves, and its alarm, which held every write of the cluster, is
+// disarmed.
+func TestACorruptMemberIsReplaced(t *testing.T) {
+	t.Parallel()
+	c, cli := startCluster(t, netCorrupt, 3)
+	members, err := c.MemberList(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var corrupt uint64
+	for _, m := range members {
+		if m.Name == c.Name(3) {
+			corrupt = m.ID
+		}
+	}
+	one, err := clientv3.New(clientv3.Config{Endpoints: []string{c.ClientURL(1)}, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer one.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	_, err = pb.NewMaintenanceClient(one.ActiveConnection()).Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: corrupt, Alarm: pb.AlarmType_CORRUPT})
+	cancel()
+	if err != nil {
+		t.Fatalf("raise a CORRUPT alarm for member 3: %v", err)
+	}
+
+	c.Start(4)
+	c.WriteMembers(1, 2, 4)
+	c.Wait(cli, convergeTimeout, 1, 2, 4)
+	harness.Eventually(t, convergeTimeout, "the cluster takes writes again", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := cli.Put(ctx, "/after/corrupt", "x")
+		return err
+	})
+	harness.Eventually(t, convergeTimeout, "the corrupt member's data moved aside", func() error {
+		if len(movedAside(t, c, 3)) == 0 {
+			return errorf("nothing moved aside yet")
+		}
+		return nil
+	})
+	requireKeptData(t, movedAside(t, c, 3))
+}
