@@ -39,6 +39,9 @@ type Source struct {
 	OnReload func(accepted bool)
 	// now is the clock that dates the members file's last modification.
 	now func() time.Time
+	// settle is how long the file's directories must be quiet before the
+	// watch reads it (the settle constant; tests lengthen it).
+	settle time.Duration
 
 	// readMu makes each read and its verdict one step: two reads
 	// racing (the watch and a reconcile pass) must not let the older
@@ -56,7 +59,7 @@ type Source struct {
 // New returns a source for cfg. fallback is the last list applied before a
 // restart: it is in force until the configured source yields a good list.
 func New(cfg *config.Config, log *slog.Logger, fallback []netip.Addr) *Source {
-	s := &Source{log: log, cfg: cfg, changes: make(chan struct{}, 1), resync: make(chan struct{}, 1), watching: make(chan struct{}), now: time.Now}
+	s := &Source{log: log, cfg: cfg, changes: make(chan struct{}, 1), resync: make(chan struct{}, 1), watching: make(chan struct{}), now: time.Now, settle: settle}
 	if len(fallback) > 0 {
 		s.current, s.valid = fallback, true
 	}
@@ -121,9 +124,9 @@ func (s *Source) file() string {
 // list would look like removals.
 const settle = 50 * time.Millisecond
 
-// settleLimit bounds the wait for quiet, so that steady events on other
-// files in a watched directory cannot hold a read off.
-const settleLimit = 4 * settle
+// settleLimit bounds the wait for quiet, in settle times, so that steady
+// events on other files in a watched directory cannot hold a read off.
+const settleLimit = 4
 
 // Refresh reads the configured source and applies the rules, and has
 // Watch check that its watches still match the file's path (a directory
@@ -159,7 +162,7 @@ func (s *Source) recentlyModified(path string) bool {
 		return false
 	}
 	age := s.now().Sub(fi.ModTime())
-	return age >= 0 && age < settle
+	return age >= 0 && age < s.settle
 }
 
 // refresh reads the configured source now and acts on what it finds.
@@ -222,7 +225,7 @@ func (s *Source) Watch(ctx context.Context) error {
 	}
 	defer fw.Close()
 	dirs := newDirWatch(fw, s.log)
-	deb := newDebounce(settle, settleLimit)
+	deb := newDebounce(s.settle, settleLimit*s.settle)
 	defer deb.stop()
 	defer s.pending.Store(false)
 	dirs.sync(s.file())
@@ -231,6 +234,14 @@ func (s *Source) Watch(ctx context.Context) error {
 		s.pending.Store(true)
 		deb.arm(time.Now())
 	}
+	read := func() {
+		// Follow a re-pointed symlink before reading, so that a later
+		// edit at the new target is seen too.
+		dirs.sync(s.file())
+		s.refresh(true)
+		s.pending.Store(false)
+	}
+	var previous fsnotify.Event
 	for {
 		select {
 		case <-ctx.Done():
@@ -244,6 +255,17 @@ func (s *Source) Watch(ctx context.Context) error {
 				return nil
 			}
 			dirs.saw(ev)
+			replaced := renamedOver(previous, ev, s.file())
+			previous = ev
+			if replaced {
+				// A file renamed over the members file is complete: the
+				// tool wrote it under another name first. Read it now;
+				// nothing is left to settle.
+				deb.stop()
+				deb.fired()
+				read()
+				continue
+			}
 			arm()
 		case err, ok := <-fw.Errors:
 			if !ok {
@@ -254,13 +276,19 @@ func (s *Source) Watch(ctx context.Context) error {
 			arm()
 		case <-deb.C():
 			deb.fired()
-			// Follow a re-pointed symlink before reading, so that a later
-			// edit at the new target is seen too.
-			dirs.sync(s.file())
-			s.refresh(true)
-			s.pending.Store(false)
+			read()
 		}
 	}
+}
+
+// renamedOver reports whether ev, following previous, is a file renamed
+// over the members file within its directory: inotify reports the move as
+// IN_MOVED_FROM on the old name, then IN_MOVED_TO on the new one, which
+// fsnotify delivers as Rename, then Create. A Create without that Rename
+// is a file created in place, which may still be written to.
+func renamedOver(previous, ev fsnotify.Event, file string) bool {
+	return file != "" && ev.Name == file && ev.Op == fsnotify.Create &&
+		previous.Op == fsnotify.Rename && previous.Name != file && filepath.Dir(previous.Name) == filepath.Dir(file)
 }
 
 func fingerprint(addrs []netip.Addr, errs config.Errors) string {

@@ -3,6 +3,7 @@ package memberlist
 import (
 	"bytes"
 	"context"
+	"github.com/fsnotify/fsnotify"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 )
 
 const (
@@ -386,6 +389,60 @@ func TestResolve(t *testing.T) {
 			}
 			if (r.err == nil) != (tt.wantErr == "") || (r.err != nil && !strings.Contains(r.err.Error(), tt.wantErr)) {
 				t.Errorf("error %v, want %q", r.err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// A file renamed over the members file is complete and read at once; a
+// write in place still waits for the directory to settle. The settle time
+// is an hour here, so only the rename can be read within the deadline.
+func TestWatchReadsAFileRenamedOverItAtOnce(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "members")
+	writeSettled(t, path, listA)
+	s := New(fileConfig(path, 0), slog.New(slog.NewTextHandler(&logBuffer{}, nil)), nil)
+	s.settle = time.Hour
+	s.refresh(false)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(ctx) }()
+	defer func() { cancel(); <-done }()
+	<-s.watching
+
+	tmp := filepath.Join(dir, ".members.tmp")
+	writeInPlace(t, tmp, listB)
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, s, watchDeadline, "a file renamed over the list", func() bool { return current(s) == wantB })
+
+	writeInPlace(t, path, listC)
+	waitFor(t, s, watchDeadline, "the watch noticing a write in place", s.pending.Load)
+	if current(s) != wantB {
+		t.Fatalf("a write in place was read before the directory settled: list %q", current(s))
+	}
+}
+
+func TestRenamedOver(t *testing.T) {
+	const file = "/etc/etcdlet/members"
+	ev := func(op fsnotify.Op, name string) fsnotify.Event { return fsnotify.Event{Op: op, Name: name} }
+	tests := []struct {
+		name           string
+		previous, this fsnotify.Event
+		want           bool
+	}{
+		{"a temporary file renamed over it", ev(fsnotify.Rename, "/etc/etcdlet/.members.tmp"), ev(fsnotify.Create, file), true},
+		{"created in place (may still be written)", ev(fsnotify.Remove, file), ev(fsnotify.Create, file), false},
+		{"a write", ev(fsnotify.Rename, "/etc/etcdlet/.members.tmp"), ev(fsnotify.Write, file), false},
+		{"another file created after a rename", ev(fsnotify.Rename, "/etc/etcdlet/.members.tmp"), ev(fsnotify.Create, "/etc/etcdlet/other"), false},
+		{"a rename in another directory", ev(fsnotify.Rename, "/tmp/members"), ev(fsnotify.Create, file), false},
+		{"the file itself renamed away, then created", ev(fsnotify.Rename, file), ev(fsnotify.Create, file), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := renamedOver(tt.previous, tt.this, file); got != tt.want {
+				t.Errorf("renamedOver(%v, %v) = %v, want %v", tt.previous, tt.this, got, tt.want)
 			}
 		})
 	}
