@@ -3,7 +3,6 @@ package memberlist
 import (
 	"bytes"
 	"context"
-	"github.com/fsnotify/fsnotify"
 	"log/slog"
 	"os"
 	"path/filepath"

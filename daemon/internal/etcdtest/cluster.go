@@ -109,3 +109,18 @@ func freePorts(t testing.TB, n int) []int {
 	}
 	return ports
 }
+
+// SingleSpec is the spec of a one-member cluster on free loopback ports,
+// for tests that start it through a runtime.
+func SingleSpec(t testing.TB) runtime.Spec {
+	t.Helper()
+	ports := freePorts(t, 3)
+	url := func(p int) string { return "http://127.0.0.1:" + strconv.Itoa(p) }
+	return runtime.Spec{
+		Name: "m0", DataDir: filepath.Join(t.TempDir(), "data"),
+		AdvertisePeerURL: url(ports[1]), ListenPeerURLs: []string{url(ports[1])},
+		AdvertiseClientURL: url(ports[0]), ListenClientURLs: []string{url(ports[0])},
+		ListenMetricsURL: url(ports[2]), InitialCluster: "m0=" + url(ports[1]), InitialClusterState: runtime.StateNew,
+		Token: "etcdtest", LogLevel: "error",
+	}
+}

@@ -71,7 +71,19 @@ func (r *Runtime) Apply(_ context.Context, spec runtime.Spec) error {
 	r.status = runtime.Status{Running: true, MemberID: uint64(e.Server.MemberID()), ClusterID: uint64(e.Server.Cluster().ID()), Exits: r.status.Exits}
 	r.mu.Unlock()
 	go r.watch(inst)
+	go r.signalReady(inst)
 	return nil
+}
+
+// signalReady wakes the agent once the member is ready (it has joined
+// raft and published itself): a learner can be promoted from then on, and
+// waiting for the next poll would only add latency to the join.
+func (r *Runtime) signalReady(inst *instance) {
+	select {
+	case <-inst.etcd.Server.ReadyNotify():
+		r.notify()
+	case <-inst.etcd.Server.StopNotify():
+	}
 }
 
 // watch notices a server that stops on its own: etcd stops the server of
@@ -136,7 +148,7 @@ func (r *Runtime) Status() runtime.Status {
 	return r.status
 }
 
-// Changed signals exits.
+// Changed signals that the member became ready or stopped on its own.
 func (r *Runtime) Changed() <-chan struct{} { return r.changed }
 
 func (r *Runtime) notify() {
