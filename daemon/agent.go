@@ -153,6 +153,10 @@ func (a *Agent) Run(ctx context.Context) error {
 			req.reply <- a.applyReload(req.cfg)
 		case <-a.source.Changes():
 			a.node.Progress()
+			if d := a.node.YieldOnChange(); d > 0 {
+				resetTimer(timer, d)
+				continue
+			}
 		case <-a.runtime.Changed():
 			a.node.Progress()
 		case <-a.wakes:
@@ -166,13 +170,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		if watchdog > 0 {
 			next = min(next, watchdog)
 		}
-		if !timer.Stop() {
-			select {
-			case <-timer.C:
-			default:
-			}
-		}
-		timer.Reset(next)
+		resetTimer(timer, next)
 	}
 }
 
@@ -326,4 +324,14 @@ func connect(cfg *config.Config, log *slog.Logger) (connection, error) {
 		return c, err
 	}
 	return c, nil
+}
+
+func resetTimer(t *time.Timer, d time.Duration) {
+	if !t.Stop() {
+		select {
+		case <-t.C:
+		default:
+		}
+	}
+	t.Reset(d)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
@@ -95,5 +96,28 @@ func TestDoStopsOnDoneAndFatalAndBoundsAttempts(t *testing.T) {
 	})
 	if r.Attempts != 4 || !errors.Is(r.Err, context.DeadlineExceeded) {
 		t.Errorf("per-attempt timeout: %+v", r)
+	}
+}
+
+// A learner that is catching up is retried at the initial interval, as
+// it is usually in sync within milliseconds; other retries back off.
+func TestDoRetriesACatchingUpLearnerAtAShortInterval(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		err  error
+		want []time.Duration
+	}{
+		{"learner not in sync", rpctypes.ErrMemberLearnerNotReady, []time.Duration{10, 10, 10, 10}},
+		{"no leader", rpctypes.ErrNoLeader, []time.Duration{10, 20, 40, 40}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var waits []time.Duration
+			p := Policy{Attempts: 5, InitialBackoff: 10, MaxBackoff: 40, AttemptTimeout: time.Second,
+				Sleep: func(_ context.Context, d time.Duration) bool { waits = append(waits, d); return true }}
+			Do(context.Background(), p, OpPromote, func(context.Context) error { return tt.err })
+			if !slices.Equal(waits, tt.want) {
+				t.Errorf("waits %v, want %v", waits, tt.want)
+			}
+		})
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"math/rand/v2"
 	"time"
+
+	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
 )
 
 // Policy bounds a retried call: attempts, backoff and the timeout of each
@@ -62,7 +64,18 @@ func Do(ctx context.Context, p Policy, op Op, call func(ctx context.Context) err
 		if !p.sleep(ctx, wait) {
 			return res
 		}
-		backoff = min(backoff*2, p.MaxBackoff)
+		if !catchingUp(res.Err) {
+			backoff = min(backoff*2, p.MaxBackoff)
+		}
 	}
 	return res
+}
+
+// catchingUp: a learner that is not in sync yet usually is within
+// milliseconds of its start, so its promotion is retried at the same
+// short interval rather than at a growing one (which would add tens of
+// milliseconds to every join). A learner that needs longer (a large
+// snapshot) uses up the attempts; the next pass tries again.
+func catchingUp(err error) bool {
+	return err != nil && rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCLearnerNotReady)
 }

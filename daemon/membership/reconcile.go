@@ -113,15 +113,40 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 	}
 	action := *res.Plan.Next
 	res.Acted = &action
-	res.Result = r.execute(ctx, action, fresh, lock)
+	var added uint64
+	res.Result = r.execute(ctx, action, fresh, lock, &added)
 	r.logChange(action, res.Result)
 	if action.Expired && res.Result.Outcome == etcdclient.Done {
 		r.holdBack(action.PeerURL)
 	}
 	if r.OnChange != nil {
-		r.OnChange(action, res.Result)
+		r.OnChange(action, res.Result) // wakes the new learner's agent
+	}
+	if added != 0 {
+		r.promoteAdded(ctx, action, added, fresh, lock)
 	}
 	return res, nil
+}
+
+// promoteAdded promotes the learner this writer just added, still under
+// the lock, as soon as etcd finds it in sync: its agent was woken and
+// starts it at once, and a learner usually catches up within
+// milliseconds. Waiting for a later pass to see it started would add a
+// whole observe-and-lock round to every join. It is the promotion the
+// plan would choose next (a listed learner, the only one), made when etcd
+// allows it; a learner that is slower (a static pod the kubelet has yet to
+// start, a large snapshot) is left to the next passes, without a word.
+func (r *Reconciler) promoteAdded(ctx context.Context, add Action, id uint64, view View, lock etcdclient.Lock) {
+	promote := Action{Kind: ActionPromote, Name: add.Name, PeerURL: add.PeerURL, MemberID: id,
+		Reason: "the learner this agent added joins the voters once in sync"}
+	result := r.execute(ctx, promote, view, lock, nil)
+	if result.Outcome != etcdclient.Done {
+		return
+	}
+	r.logChange(promote, result)
+	if r.OnChange != nil {
+		r.OnChange(promote, result)
+	}
 }
 
 // leaderLock is the stand-in for the writer lock while the cluster is out
@@ -190,7 +215,8 @@ func (r *Reconciler) holdBack(peerURL string) {
 // can serve them (no forwarding), else to the other healthy voters in
 // turn, and never to the member being removed: it stops as its removal
 // applies, and the answer would be lost with it.
-func (r *Reconciler) execute(ctx context.Context, a Action, view View, lock etcdclient.Lock) etcdclient.Result {
+// added, when not nil, receives the ID of a learner the call added.
+func (r *Reconciler) execute(ctx context.Context, a Action, view View, lock etcdclient.Lock, added *uint64) etcdclient.Result {
 	targets := writeTargets(view, a)
 	if len(targets) == 0 {
 		return etcdclient.Result{Outcome: etcdclient.Retry, Err: errors.New("no healthy voter to send the change to")}
@@ -207,14 +233,17 @@ func (r *Reconciler) execute(ctx context.Context, a Action, view View, lock etcd
 		defer cancel()
 		endpoint := targets[attempt%len(targets)]
 		attempt++
-		return r.call(ctx, a, endpoint)
+		return r.call(ctx, a, endpoint, added)
 	})
 }
 
-func (r *Reconciler) call(ctx context.Context, a Action, endpoint string) error {
+func (r *Reconciler) call(ctx context.Context, a Action, endpoint string, added *uint64) error {
 	switch a.Kind {
 	case ActionAddLearner:
-		_, err := r.Cluster.MemberAddAsLearner(ctx, endpoint, a.PeerURL)
+		resp, err := r.Cluster.MemberAddAsLearner(ctx, endpoint, a.PeerURL)
+		if err == nil && added != nil && resp.Member != nil {
+			*added = resp.Member.ID
+		}
 		return err
 	case ActionPromote:
 		return r.Cluster.MemberPromote(ctx, endpoint, a.MemberID)

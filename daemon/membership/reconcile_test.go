@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"net/netip"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -17,6 +18,8 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/internal/etcdtest"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/node"
+	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/runtime/embedded"
 )
 
 // replyLost applies a removal, then loses its reply the first time: the
@@ -93,5 +96,66 @@ func TestARemovalWhoseReplyIsLostIsMadeOnce(t *testing.T) {
 	defer other.Close()
 	if _, err := other.TryLock(context.Background(), etcdtest.ClientURLs(members[:2])); err != nil {
 		t.Errorf("the writer lock is still held after the step: %v", err)
+	}
+}
+
+// The writer promotes the learner it added under the same lock, as soon
+// as etcd finds it in sync: here its member starts when the writer
+// announces the add, as the woken agent of its node does.
+func TestALearnerIsPromotedByTheWriterThatAddedIt(t *testing.T) {
+	members := etcdtest.Start(t, 1)
+	spec := etcdtest.SingleSpec(t)
+	spec.Name, spec.InitialClusterState = "m1", runtime.StateExisting
+	spec.InitialCluster = members[0].Name + "=" + members[0].PeerURL + "," + spec.Name + "=" + spec.AdvertisePeerURL
+	pool, err := etcdclient.NewPool(config.TLSFiles{}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	observer := &membership.Observer{Cluster: pool, Timeout: 2 * time.Second}
+	locker := &etcdclient.SessionLocker{Pool: pool, Key: "/etcdlet/test/membership-lock", TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
+	defer locker.Close()
+	var mu sync.Mutex
+	var changes []string
+	started := make(chan error, 1)
+	r := &membership.Reconciler{Cluster: pool, Locker: locker, Observer: observer, Log: quiet,
+		Policy: node.DefaultPolicy(2 * time.Second), Section: 11 * time.Second, LearnerTimeout: time.Minute,
+		OnChange: func(a membership.Action, res etcdclient.Result) {
+			mu.Lock()
+			changes = append(changes, string(a.Kind)+" "+string(res.Outcome))
+			mu.Unlock()
+			if a.Kind == membership.ActionAddLearner && res.Outcome == etcdclient.Done {
+				go func() {
+					e, err := embedded.Start(spec, quiet)
+					if err == nil {
+						t.Cleanup(e.Close)
+					}
+					started <- err
+				}()
+			}
+		}}
+	desired := []identity.Member{
+		{IP: netip.MustParseAddr("127.0.0.1"), Name: members[0].Name, PeerURL: members[0].PeerURL, ClientURL: members[0].ClientURL},
+		{IP: netip.MustParseAddr("127.0.0.1"), Name: spec.Name, PeerURL: spec.AdvertisePeerURL, ClientURL: spec.AdvertiseClientURL},
+	}
+	target := membership.Target{Endpoints: membership.ClientURLs(desired), Listed: membership.ClientURLs(desired)}
+	res, err := r.Step(context.Background(), desired, observer.Observe(context.Background(), target), nil, 0)
+	if err != nil || res.Acted == nil || res.Acted.Kind != membership.ActionAddLearner || res.Result.Outcome != etcdclient.Done {
+		t.Fatalf("first step: %+v, %v; want the learner added", res, err)
+	}
+	if err := <-started; err != nil {
+		t.Fatalf("start the learner: %v", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if want := []string{"add-learner done", "promote done"}; !slices.Equal(changes, want) {
+		t.Fatalf("changes in the step: %v, want %v", changes, want)
+	}
+	view := observer.Observe(context.Background(), target)
+	for _, m := range view.Members {
+		if m.PeerURLs[0] == spec.AdvertisePeerURL && m.IsLearner {
+			t.Fatalf("member %s is still a learner after the step", spec.Name)
+		}
 	}
 }

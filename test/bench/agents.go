@@ -80,6 +80,14 @@ func (cy *cycle) run(runs int, label string) membershipFigures {
 		cy.write(stay...)
 		f.leave = append(f.leave, cy.obs.waitFor(cy.c.PeerURL(leader), absent).Sub(start))
 		cy.obs.waitVoters(nodes - 1)
+		// The gap counts up to a write that succeeded after the change: a
+		// writer whose every write failed since would otherwise report none.
+		harness.Eventually(cy.t, changeDeadline, "a write succeeds after the leader left", func() error {
+			if r := w.Report(); r.LastOK.Before(start) {
+				return fmt.Errorf("no write since the members-file write; %d failed, last error %v", r.Failures, r.LastErr)
+			}
+			return nil
+		})
 		w.Stop()
 		f.gap = append(f.gap, w.Report().MaxGap)
 		cy.settled(leader)
