@@ -29,14 +29,29 @@ type Member struct {
 	PeerURL   string
 	// ClientAddr is ClientURL's host:port.
 	ClientAddr string
+	t          testing.TB
 	closeOnce  sync.Once
 }
 
 // ID is the member's ID.
 func (m *Member) ID() uint64 { return uint64(m.Etcd.Server.MemberID()) }
 
-// Close stops the member; it may be called more than once.
-func (m *Member) Close() { m.closeOnce.Do(m.Etcd.Close) }
+// Close stops the member; it may be called more than once. A member that
+// does not stop within a minute fails the test instead of hanging it.
+func (m *Member) Close() {
+	m.closeOnce.Do(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			m.Etcd.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(time.Minute):
+			m.t.Errorf("member %s did not stop within a minute", m.Name)
+		}
+	})
+}
 
 // Start starts an n-member cluster and waits until every member is ready.
 // The members stop when the test ends.
@@ -68,7 +83,7 @@ func Start(t testing.TB, n int) []*Member {
 			t.Fatal(err)
 		}
 		m := &Member{Etcd: e, Name: spec.Name, ClientURL: spec.AdvertiseClientURL, PeerURL: spec.AdvertisePeerURL,
-			ClientAddr: "127.0.0.1:" + strconv.Itoa(ports[3*i])}
+			ClientAddr: "127.0.0.1:" + strconv.Itoa(ports[3*i]), t: t}
 		t.Cleanup(m.Close)
 		members[i] = m
 		wg.Go(func() {

@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"os"
 	"sync"
+	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"go.etcd.io/etcd/server/v3/embed"
@@ -38,7 +40,32 @@ type instance struct {
 	closeOnce sync.Once
 }
 
-func (i *instance) close() { i.closeOnce.Do(i.etcd.Close) }
+// stopTimeout bounds the wait for etcd's own Close. etcd v3.7.0 can hang
+// in it: a request that panicked on the closing backend (recovered in
+// removal.go) may leave the backend's read lock held, and the graceful
+// stop then waits for ever for the requests queued behind it, with the
+// peer and metrics listeners still open. The member is stopping anyway,
+// but the agent cannot start it again while those are held; so it exits,
+// and the service manager's restart recovers the node (the removed
+// member's data is then moved aside as usual).
+const stopTimeout = time.Minute
+
+func (i *instance) close(log *slog.Logger) {
+	i.closeOnce.Do(func() {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			i.etcd.Close()
+		}()
+		select {
+		case <-done:
+		case <-time.After(stopTimeout):
+			log.Error("embedded etcd did not stop within the timeout; exiting so that the service manager restarts etcdlet (etcd-io/etcd#21966)",
+				"timeout", stopTimeout.String())
+			os.Exit(1)
+		}
+	})
+}
 
 // New returns an embedded runtime that logs etcd's own messages through
 // log (with component=etcd).
@@ -107,7 +134,7 @@ func (r *Runtime) watch(inst *instance) {
 		return
 	}
 	// Release listeners and files before the agent looks at the data dir.
-	inst.close()
+	inst.close(r.log)
 	r.mu.Lock()
 	if r.current == inst {
 		r.status.Running = false
@@ -128,7 +155,7 @@ func (r *Runtime) Stop(context.Context) error {
 	if inst == nil {
 		return nil
 	}
-	inst.close()
+	inst.close(r.log)
 	r.mu.Lock()
 	if r.current == inst {
 		r.current = nil

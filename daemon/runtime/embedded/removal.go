@@ -44,6 +44,9 @@ func (s *stoppingServer) stopping() bool {
 	}
 }
 
+// errStopping answers a request the stopping server does not run.
+var errStopping = status.Error(codes.Unavailable, "etcdserver: this member is being removed or stopped")
+
 // removalRaceOptions are gRPC server options that answer a request
 // Unavailable, instead of letting its panic end the process, in two cases
 // only: the removal race above, and any panic of a request that raced the
@@ -64,15 +67,26 @@ func removalRaceOptions(log *slog.Logger, srv *stoppingServer) []grpc.ServerOpti
 		}
 		log.Info("a request raced the removal or stop of this member; answered Unavailable instead of crashing (etcd-io/etcd#21966)",
 			"method", method, "panic", fmt.Sprint(r))
-		*err = status.Error(codes.Unavailable, "etcdserver: this member is being removed or stopped")
+		*err = errStopping
 	}
+	// A request that arrives once the server is stopping is answered at
+	// once: etcd would run it against a backend that is closing, and a
+	// panic there can leave the backend's read lock held (etcd takes it
+	// without defer), so that every later request, and the server's own
+	// graceful stop, would wait on it for ever.
 	unary := func(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (resp any, err error) {
+		if srv.stopping() {
+			return nil, errStopping
+		}
 		defer recovered(info.FullMethod, &err)
 		return handler(ctx, req)
 	}
-	stream := func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	stream := func(stream any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		if srv.stopping() {
+			return errStopping
+		}
 		defer recovered(info.FullMethod, &err)
-		return handler(srv, ss)
+		return handler(stream, ss)
 	}
 	return []grpc.ServerOption{grpc.UnaryInterceptor(unary), grpc.StreamInterceptor(stream)}
 }
