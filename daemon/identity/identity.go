@@ -98,3 +98,24 @@ func InitialCluster(members []Member) string {
 	}
 	return strings.Join(parts, ",")
 }
+
+// AddrStrings returns the addresses' text forms, in the same order.
+func AddrStrings(addrs []netip.Addr) []string {
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		out[i] = a.String()
+	}
+	return out
+}
+
+// ParseAddrs parses text forms back into addresses, leaving out any that
+// do not parse (lists read from the state dir or another agent).
+func ParseAddrs(list []string) []netip.Addr {
+	var addrs []netip.Addr
+	for _, s := range list {
+		if ip, err := netip.ParseAddr(s); err == nil {
+			addrs = append(addrs, ip)
+		}
+	}
+	return addrs
+}

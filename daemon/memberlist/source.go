@@ -20,6 +20,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/identity"
 )
 
 // Source holds the desired list. It is safe for concurrent use.
@@ -185,7 +186,7 @@ func (s *Source) refresh(notify bool) bool {
 	if len(errs) > 0 {
 		s.lastErr = errs
 		s.log.Error("member list rejected; the last good list stays in force",
-			"source", cfg.Members.Source, "file", cfg.Members.File, "problems", errs.Error(), "inForce", addrStrings(s.current))
+			"source", cfg.Members.Source, "file", cfg.Members.File, "problems", errs.Error(), "inForce", identity.AddrStrings(s.current))
 		s.reloaded(false)
 		return false
 	}
@@ -194,7 +195,7 @@ func (s *Source) refresh(notify bool) bool {
 	if s.valid && slices.Equal(addrs, s.current) {
 		return false
 	}
-	s.log.Info("member list changed", "from", addrStrings(s.current), "to", addrStrings(addrs))
+	s.log.Info("member list changed", "from", identity.AddrStrings(s.current), "to", identity.AddrStrings(addrs))
 	s.current, s.valid = addrs, true
 	if notify {
 		select {
@@ -299,12 +300,4 @@ func fingerprint(addrs []netip.Addr, errs config.Errors) string {
 	fmt.Fprintln(h, "--")
 	fmt.Fprint(h, errs.Error())
 	return string(h.Sum(nil))
-}
-
-func addrStrings(addrs []netip.Addr) []string {
-	out := make([]string, len(addrs))
-	for i, a := range addrs {
-		out[i] = a.String()
-	}
-	return out
 }

@@ -190,7 +190,7 @@ func (n *Node) rememberList(s Snapshot) {
 	if s.Orphaning != "" {
 		return
 	}
-	if list := ipStrings(s.List); !slices.Equal(list, n.state.LastAppliedList) {
+	if list := identity.AddrStrings(s.List); !slices.Equal(list, n.state.LastAppliedList) {
 		n.state.LastAppliedList = list
 	}
 	if n.state.WasMember || !slices.Contains(s.List, s.Self.IP) {

@@ -91,7 +91,7 @@ func (n *Node) look(ctx context.Context, acting bool) Snapshot {
 		known = append(known, n.scheme.For(ip).ClientURL)
 	}
 	if p, _ := n.Store.LoadPromise(); p != nil {
-		for _, ip := range parseList(p.List) {
+		for _, ip := range identity.ParseAddrs(p.List) {
 			known = append(known, n.scheme.For(ip).ClientURL)
 		}
 	}
@@ -225,7 +225,7 @@ func (n *Node) askConsent(ctx context.Context, s *Snapshot, approved bool) conse
 	asked := n.askAll(ctx, s.Self.IP, s.List, true, self.List)
 	v := consent.Evaluate(self, asked)
 	var seen []netip.Addr
-	for _, ip := range parseList(n.state.Seen) {
+	for _, ip := range identity.ParseAddrs(n.state.Seen) {
 		if !slices.Contains(s.List, ip) {
 			seen = append(seen, ip)
 		}
@@ -423,21 +423,7 @@ func parseID(hex string) uint64 {
 	return id
 }
 
+// addrStrings is a list as the agents compare it: sorted text forms.
 func addrStrings(addrs []netip.Addr) []string {
-	out := make([]string, len(addrs))
-	for i, a := range addrs {
-		out[i] = a.String()
-	}
-	slices.Sort(out)
-	return out
-}
-
-func parseList(list []string) []netip.Addr {
-	var addrs []netip.Addr
-	for _, s := range list {
-		if ip, err := netip.ParseAddr(s); err == nil {
-			addrs = append(addrs, ip)
-		}
-	}
-	return addrs
+	return slices.Sorted(slices.Values(identity.AddrStrings(addrs)))
 }

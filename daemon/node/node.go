@@ -181,10 +181,10 @@ func (n *Node) Pass(ctx context.Context) time.Duration {
 	interval := n.Config.Agent.ReconcileInterval
 	snap := n.look(ctx, true)
 	n.record(snap)
+	// Whatever this pass does next, a bootstrap promise that no longer
+	// binds is let go of: other nodes may be waiting on it.
+	n.releasePromise(ctx, snap)
 	if snap.waiting() {
-		// A node that waits (unlisted, say) still lets go of a bootstrap
-		// promise that no longer binds: others may wait on it.
-		n.releasePromise(ctx, snap)
 		n.save()
 		return n.settle()
 	}
@@ -192,7 +192,6 @@ func (n *Node) Pass(ctx context.Context) time.Duration {
 	if snap.View.Reached {
 		requeue = min(requeue, n.write(ctx, snap))
 	}
-	n.releasePromise(ctx, snap)
 	n.save()
 	n.publish(snap)
 	return min(requeue, interval)

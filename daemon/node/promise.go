@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/etcdlet/etcdlet/daemon/consent"
+	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
@@ -98,7 +99,7 @@ func (n *Node) releasePromise(ctx context.Context, s Snapshot) {
 func (n *Node) abandoned(ctx context.Context, s Snapshot, list []string) (bool, string) {
 	ctx, cancel := context.WithTimeout(ctx, n.Config.Agent.CallTimeout)
 	defer cancel()
-	for _, a := range n.askAll(ctx, s.Self.IP, parseList(list), false, nil) {
+	for _, a := range n.askAll(ctx, s.Self.IP, identity.ParseAddrs(list), false, nil) {
 		// Only a positive answer counts: a node that is silent, or whose
 		// agent has not looked yet, may have started that bootstrap. One
 		// that is bootstrapping another list did not start this one: a

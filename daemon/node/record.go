@@ -3,7 +3,6 @@ package node
 import (
 	"fmt"
 	"log/slog"
-	"net/netip"
 
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
@@ -117,12 +116,4 @@ func (n *Node) recordPlan(p membership.Plan) {
 		waits[i] = w.String()
 	}
 	n.logOnce("plan", fmt.Sprint(p.Waiting), slog.LevelInfo, "membership changes waiting", "waiting", waits)
-}
-
-func ipStrings(addrs []netip.Addr) []string {
-	out := make([]string, len(addrs))
-	for i, ip := range addrs {
-		out[i] = ip.String()
-	}
-	return out
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/node"
 	"github.com/etcdlet/etcdlet/daemon/state"
@@ -135,7 +136,7 @@ func (s *scheduler) formCluster(hosts []*host, list []netip.Addr) {
 		h.proc = &process{c: c, memberID: m.id, startedAt: w.now.Add(-time.Hour)}
 		h.data.wal = &walIdentity{c: c, memberID: m.id}
 		h.store.st = state.State{SelfAddress: h.ip.String(), MemberID: membership.IDString(m.id), ClusterID: membership.IDString(c.id),
-			WasMember: true, LastAppliedList: addrStrings(list)}
+			WasMember: true, LastAppliedList: identity.AddrStrings(list)}
 	}
 	s.main = c
 }
@@ -264,14 +265,6 @@ func (s *scheduler) pass(h *host) {
 	w.armed = faults{}
 	w.settle()
 	s.checkAfterPass(h, before, crashedMidPass)
-}
-
-func addrStrings(addrs []netip.Addr) []string {
-	out := make([]string, len(addrs))
-	for i, a := range addrs {
-		out[i] = a.String()
-	}
-	return out
 }
 
 func peerURL(ip netip.Addr) string   { return "http://" + hostPort(ip, 2380) }

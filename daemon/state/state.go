@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/daemon/identity"
 )
 
 // FileName is the state file inside agent.stateDir.
@@ -117,60 +118,24 @@ type Store struct {
 // Load returns the stored state; an absent file is the zero state.
 func (s Store) Load() (State, error) {
 	var st State
-	data, err := os.ReadFile(filepath.Join(s.Dir, FileName))
-	if errors.Is(err, os.ErrNotExist) {
-		return st, nil
-	}
-	if err != nil {
-		return st, fmt.Errorf("read state: %w", err)
-	}
-	if err := json.Unmarshal(data, &st); err != nil {
-		return st, fmt.Errorf("parse state %s: %w", filepath.Join(s.Dir, FileName), err)
-	}
-	return st, nil
+	_, err := s.read(FileName, &st)
+	return st, err
 }
 
 // Save writes the state atomically: temp file, fsync, rename, fsync of
 // the directory. A crash leaves the old or the new state, never a mix.
-func (s Store) Save(st State) error {
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("create state dir: %w", err)
-	}
-	data, err := json.MarshalIndent(st, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode state: %w", err)
-	}
-	return atomicfile.Write(filepath.Join(s.Dir, FileName), append(data, '\n'), 0o600)
-}
+func (s Store) Save(st State) error { return s.write(FileName, st) }
 
 // LoadOperator returns what the operator told the agent; an absent file
 // is the zero value.
 func (s Store) LoadOperator() (Operator, error) {
 	var op Operator
-	data, err := os.ReadFile(filepath.Join(s.Dir, OperatorFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return op, nil
-	}
-	if err != nil {
-		return op, fmt.Errorf("read %s: %w", OperatorFile, err)
-	}
-	if err := json.Unmarshal(data, &op); err != nil {
-		return op, fmt.Errorf("parse %s: %w", filepath.Join(s.Dir, OperatorFile), err)
-	}
-	return op, nil
+	_, err := s.read(OperatorFile, &op)
+	return op, err
 }
 
 // SaveOperator writes the operator file atomically (the CLI's side).
-func (s Store) SaveOperator(op Operator) error {
-	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
-		return fmt.Errorf("create state dir: %w", err)
-	}
-	data, err := json.MarshalIndent(op, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode %s: %w", OperatorFile, err)
-	}
-	return atomicfile.Write(filepath.Join(s.Dir, OperatorFile), append(data, '\n'), 0o600)
-}
+func (s Store) SaveOperator(op Operator) error { return s.write(OperatorFile, op) }
 
 // Clone returns a deep copy.
 func (s State) Clone() State {
@@ -191,47 +156,55 @@ func (s State) Equal(o State) bool { return reflect.DeepEqual(s, o) }
 
 // AppliedList is LastAppliedList as addresses (entries that do not parse
 // are left out).
-func (s State) AppliedList() []netip.Addr {
-	var addrs []netip.Addr
-	for _, text := range s.LastAppliedList {
-		if ip, err := netip.ParseAddr(text); err == nil {
-			addrs = append(addrs, ip)
-		}
-	}
-	return addrs
-}
+func (s State) AppliedList() []netip.Addr { return identity.ParseAddrs(s.LastAppliedList) }
 
 // LoadPromise returns the bootstrap promise; nil when there is none.
 func (s Store) LoadPromise() (*Promise, error) {
-	data, err := os.ReadFile(filepath.Join(s.Dir, PromiseFile))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", PromiseFile, err)
-	}
 	var p Promise
-	if err := json.Unmarshal(data, &p); err != nil {
-		return nil, fmt.Errorf("parse %s: %w", filepath.Join(s.Dir, PromiseFile), err)
+	if found, err := s.read(PromiseFile, &p); !found || err != nil {
+		return nil, err
 	}
 	return &p, nil
 }
 
 // SavePromise writes the bootstrap promise atomically; nil removes it.
 func (s Store) SavePromise(p *Promise) error {
-	path := filepath.Join(s.Dir, PromiseFile)
 	if p == nil {
-		if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
+		if err := os.Remove(filepath.Join(s.Dir, PromiseFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("remove %s: %w", PromiseFile, err)
 		}
 		return nil
 	}
+	return s.write(PromiseFile, p)
+}
+
+// read decodes the JSON file name in the state dir into v; found is false
+// (and v untouched) when the file does not exist.
+func (s Store) read(name string, v any) (found bool, err error) {
+	path := filepath.Join(s.Dir, name)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("read %s: %w", name, err)
+	}
+	if err := json.Unmarshal(data, v); err != nil {
+		return false, fmt.Errorf("parse %s: %w", path, err)
+	}
+	return true, nil
+}
+
+// write stores v as indented JSON in the file name of the state dir
+// (0600, the dir 0700), atomically: temp file, fsync, rename, fsync of the
+// directory.
+func (s Store) write(name string, v any) error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}
-	data, err := json.MarshalIndent(p, "", "  ")
+	data, err := json.MarshalIndent(v, "", "  ")
 	if err != nil {
-		return fmt.Errorf("encode %s: %w", PromiseFile, err)
+		return fmt.Errorf("encode %s: %w", name, err)
 	}
-	return atomicfile.Write(path, append(data, '\n'), 0o600)
+	return atomicfile.Write(filepath.Join(s.Dir, name), append(data, '\n'), 0o600)
 }
