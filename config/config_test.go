@@ -132,7 +132,7 @@ func TestValidationRules(t *testing.T) {
 		}},
 		{"static pod fields", strings.Replace(base, "source: static", "source: static", 1) + "etcd:\n  runtime: static-pod\n  dataDir: /etc/kubernetes/manifests/data\nstaticPod:\n  image: 'etcd 3.7'\n  imagePullPolicy: Sometimes\n  command: ' '\n  cpuRequest: lots\n  memoryRequest: -1Gi\n", []string{
 			`staticPod.manifestDir: "/etc/kubernetes/manifests": must not contain etcd.dataDir or agent.stateDir: the kubelet reads every file in it`,
-			`staticPod.image: "etcd 3.7": must be a container image reference, [host[:port]/]lower-case/path[:tag][@digest], e.g. registry.k8s.io/etcd:3.7.0-0`,
+			`staticPod.image: "etcd 3.7": must be a container image reference, [host[:port]/]lower-case/path[:tag][@digest], e.g. registry.k8s.io/etcd:3.7.3-0`,
 			`staticPod.imagePullPolicy: "Sometimes": must be Always, IfNotPresent or Never`,
 			`staticPod.command: " ": must name the etcd executable in the image, not be blank`,
 			`staticPod.cpuRequest: "lots": must be a Kubernetes quantity such as 100m or 100Mi`,
@@ -292,13 +292,13 @@ func TestCheckFiles(t *testing.T) {
 }
 
 func TestImageReferences(t *testing.T) {
-	const rule = "must be a container image reference, [host[:port]/]lower-case/path[:tag][@digest], e.g. registry.k8s.io/etcd:3.7.0-0"
+	const rule = "must be a container image reference, [host[:port]/]lower-case/path[:tag][@digest], e.g. registry.k8s.io/etcd:3.7.3-0"
 	digest := "@sha256:" + strings.Repeat("a", 64)
 	tests := []struct {
 		image string
 		valid bool
 	}{
-		{"registry.k8s.io/etcd:3.7.0-0", true},
+		{"registry.k8s.io/etcd:3.7.3-0", true},
 		{"registry.k8s.io/etcd:v3.7.0-RC1", true},
 		{"registry.example.com:5000/etcd:v3.7.0-RC1", true},
 		{"etcd", true},
@@ -312,7 +312,7 @@ func TestImageReferences(t *testing.T) {
 		{":3.7", false},
 		{"etcd::::", false},
 		{"etcd 3.7", false},
-		{"registry.k8s.io/etcd:3.7.0-0 ", false},
+		{"registry.k8s.io/etcd:3.7.3-0 ", false},
 		{"etcd@sha256:abc", false},
 		{"registry.k8s.io//etcd", false},
 	}

@@ -14,7 +14,7 @@ import (
 const (
 	DefaultManifestDir = "/etc/kubernetes/manifests"
 	// DefaultEtcdImage is the etcd release etcdlet itself is built with.
-	DefaultEtcdImage          = "registry.k8s.io/etcd:3.7.0-0"
+	DefaultEtcdImage          = "registry.k8s.io/etcd:3.7.3-0"
 	DefaultImagePullPolicy    = "IfNotPresent"
 	DefaultEtcdCommand        = "etcd"
 	DefaultCPURequest         = "100m"

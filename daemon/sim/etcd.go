@@ -85,7 +85,7 @@ func (a *etcdAPI) Status(_ context.Context, endpoint string) (*pb.StatusResponse
 	}
 	c := h.proc.c
 	s := &pb.StatusResponse{Header: a.header(h), Leader: a.w.leaderFor(c, h), RaftIndex: c.index, RaftAppliedIndex: c.index,
-		RaftTerm: 1, Version: "3.7.0"}
+		RaftTerm: 1, Version: "3.7.3"}
 	if m := c.member(h.proc.memberID); m != nil {
 		s.IsLearner = m.learner
 	}
