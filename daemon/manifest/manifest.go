@@ -87,6 +87,18 @@ func Pod(spec runtime.Spec, sp config.StaticPod) (*corev1.Pod, error) {
 					corev1.ResourceCPU: cpu, corev1.ResourceMemory: memory,
 				}},
 				VolumeMounts: mounts,
+				// etcd needs no privilege beyond reading its certificates
+				// and owning its data dir: no capabilities (it listens on
+				// unprivileged ports, and runs as root, the owner of the data dir
+				// and of the files it reads), no way to gain any through a
+				// setuid binary, and a read-only root filesystem, since etcd
+				// writes only to its data dir, which is a hostPath mount
+				// (validation refuses --wal-dir, so the WAL stays in it too).
+				SecurityContext: &corev1.SecurityContext{
+					AllowPrivilegeEscalation: new(false),
+					Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
+					ReadOnlyRootFilesystem:   new(true),
+				},
 				// kubeadm's probe timings: a slow disk must not get etcd
 				// killed while it replays its WAL, and readiness reacts in
 				// seconds.
@@ -96,6 +108,13 @@ func Pod(spec runtime.Spec, sp config.StaticPod) (*corev1.Pod, error) {
 			}},
 			HostNetwork:       true,
 			PriorityClassName: "system-node-critical",
+			// Seccomp RuntimeDefault, as kubeadm sets on its etcd pod, for
+			// every container of the pod. It is valid for a hostNetwork
+			// static pod: a seccomp profile filters system calls and is
+			// independent of the namespaces the pod shares with the host,
+			// the kubelet applies it to static pods like to any other, and
+			// the runtime's default profile allows everything etcd calls
+			// (file and socket I/O, fsync, mmap, epoll).
 			SecurityContext: &corev1.PodSecurityContext{
 				SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
 			},
@@ -127,17 +146,14 @@ func Command(spec runtime.Spec, executable string) []string {
 		"initial-cluster-token":       spec.Token,
 		"log-level":                   spec.LogLevel,
 	}
-	tls := func(prefix string, f config.TLSFiles) {
-		if f.CertFile == "" {
-			return
-		}
-		flags[prefix+"cert-file"], flags[prefix+"key-file"] = f.CertFile, f.KeyFile
-		if f.CAFile != "" {
-			flags[prefix+"trusted-ca-file"], flags[prefix+"client-cert-auth"] = f.CAFile, "true"
+	for _, f := range tlsFiles(spec) {
+		flags[f.flag()] = f.path
+		if f.kind == "ca" {
+			// A CA to verify the other side switches on certificate
+			// authentication of that side.
+			flags[f.flagPrefix()+"client-cert-auth"] = "true"
 		}
 	}
-	tls("", spec.ClientTLS)
-	tls("peer-", spec.PeerTLS)
 	// Config validation refuses extra args etcdlet owns; never let one
 	// override an owned flag here either.
 	for name, value := range spec.ExtraArgs {
@@ -152,28 +168,86 @@ func Command(spec runtime.Spec, executable string) []string {
 	return cmd
 }
 
-// volumes mounts the data dir and the directories of the certificates, each
-// at the same path as on the host, so etcd's flags name host paths.
+// tlsFile is one certificate, key or CA file that etcd's command line names.
+type tlsFile struct {
+	role string // "client" or "peer": the listener the file serves
+	kind string // "cert", "key" or "ca"
+	path string // as configured
+}
+
+// flagPrefix is what etcd puts before the names of the role's TLS flags.
+func (f tlsFile) flagPrefix() string {
+	if f.role == "peer" {
+		return "peer-"
+	}
+	return ""
+}
+
+// flag is the etcd flag that names the file.
+func (f tlsFile) flag() string {
+	switch f.kind {
+	case "cert":
+		return f.flagPrefix() + "cert-file"
+	case "key":
+		return f.flagPrefix() + "key-file"
+	default:
+		return f.flagPrefix() + "trusted-ca-file"
+	}
+}
+
+// volume names the volume that mounts the file when this is the file's
+// first use, e.g. etcd-client-cert or etcd-peer-ca: a DNS-1123 label that
+// says what the file is.
+func (f tlsFile) volume() string { return "etcd-" + f.role + "-" + f.kind }
+
+// tlsFiles lists the TLS files etcd reads, in a fixed order: client
+// certificate, key and CA, then the peer's. A role without a certificate has
+// no TLS (validation sets certificate and key together, and a CA alone
+// configures nothing). The command line and the volumes both come from this
+// list, so every file etcd is told about is mounted.
+func tlsFiles(spec runtime.Spec) []tlsFile {
+	var files []tlsFile
+	for _, role := range []struct {
+		name  string
+		files config.TLSFiles
+	}{{"client", spec.ClientTLS}, {"peer", spec.PeerTLS}} {
+		if role.files.CertFile == "" {
+			continue
+		}
+		files = append(files, tlsFile{role.name, "cert", role.files.CertFile}, tlsFile{role.name, "key", role.files.KeyFile})
+		if role.files.CAFile != "" {
+			files = append(files, tlsFile{role.name, "ca", role.files.CAFile})
+		}
+	}
+	return files
+}
+
+// volumes mounts the data dir and each TLS file etcd reads, at the same
+// path as on the host, so etcd's flags name host paths.
+//
+// The TLS files are mounted one by one (hostPath type File, read-only),
+// never their directories: a directory such as a flat /etc/kubernetes/pki
+// also holds keys etcd has no business reading (the cluster CA's ca.key,
+// the service-account signing key sa.key). A file used twice (one CA for
+// clients and peers) is mounted once, under the name of its first use in
+// the order of tlsFiles, so names and order are stable and so is the spec
+// hash.
 func volumes(spec runtime.Spec) ([]corev1.Volume, []corev1.VolumeMount) {
 	directoryOrCreate := corev1.HostPathDirectoryOrCreate
 	vols := []corev1.Volume{{Name: "etcd-data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: spec.DataDir, Type: &directoryOrCreate}}}}
 	mounts := []corev1.VolumeMount{{Name: "etcd-data", MountPath: spec.DataDir}}
-	dirs := map[string]bool{}
-	for _, f := range []config.TLSFiles{spec.ClientTLS, spec.PeerTLS} {
-		for _, path := range []string{f.CertFile, f.KeyFile, f.CAFile} {
-			if path != "" {
-				dirs[filepath.Dir(path)] = true
-			}
+	file := corev1.HostPathFile
+	mounted := map[string]bool{}
+	for _, f := range tlsFiles(spec) {
+		// /etc/pki/ca.crt and /etc/pki//ca.crt are one file: one volume.
+		// Validation requires every path to be absolute.
+		path := filepath.Clean(f.path)
+		if f.path == "" || mounted[path] {
+			continue
 		}
-	}
-	directory := corev1.HostPathDirectory
-	for i, dir := range slices.Sorted(maps.Keys(dirs)) {
-		name := "etcd-certs"
-		if i > 0 {
-			name = fmt.Sprintf("etcd-certs-%d", i+1)
-		}
-		vols = append(vols, corev1.Volume{Name: name, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: dir, Type: &directory}}})
-		mounts = append(mounts, corev1.VolumeMount{Name: name, MountPath: dir, ReadOnly: true})
+		mounted[path] = true
+		vols = append(vols, corev1.Volume{Name: f.volume(), VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: path, Type: &file}}})
+		mounts = append(mounts, corev1.VolumeMount{Name: f.volume(), MountPath: path, ReadOnly: true})
 	}
 	return vols, mounts
 }
