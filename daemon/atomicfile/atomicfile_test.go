@@ -3,6 +3,8 @@ package atomicfile
 import (
 	"bufio"
 	"bytes"
+	"errors"
+	"io/fs"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -113,4 +115,101 @@ func killWriter(t *testing.T, self, path string) {
 	time.Sleep(time.Duration(rand.IntN(2000)) * time.Microsecond) // the random moment of the crash
 	_ = cmd.Process.Signal(syscall.SIGKILL)
 	_ = cmd.Wait()
+}
+
+// Write replaces what is at the path, never writing through it: a symlink
+// is replaced and its target left as it was, a FIFO is replaced without
+// being opened (which would block), a directory is refused.
+func TestWriteReplacesThePathItself(t *testing.T) {
+	const theirs = "theirs\n"
+	tests := []struct {
+		name string
+		// place puts something at path; outside is a directory elsewhere.
+		place   func(t *testing.T, path, outside string)
+		wantErr bool
+		// check verifies what is outside afterwards.
+		check func(t *testing.T, outside string)
+	}{
+		{name: "symlink to a file", place: func(t *testing.T, path, outside string) {
+			target := filepath.Join(outside, "target")
+			if err := os.WriteFile(target, []byte(theirs), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			symlink(t, target, path)
+		}, check: func(t *testing.T, outside string) {
+			target := filepath.Join(outside, "target")
+			got, err := os.ReadFile(target)
+			fi, statErr := os.Lstat(target)
+			if err != nil || string(got) != theirs || statErr != nil || fi.Mode() != 0o644 {
+				t.Errorf("the symlink's target: %q, %v, %v; want %q, 0644, untouched", got, err, fi, theirs)
+			}
+		}},
+		{name: "dangling symlink", place: func(t *testing.T, path, outside string) {
+			symlink(t, filepath.Join(outside, "nowhere"), path)
+		}, check: func(t *testing.T, outside string) {
+			if _, err := os.Lstat(filepath.Join(outside, "nowhere")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a file was created where the symlink pointed: %v", err)
+			}
+		}},
+		{name: "symlink to a directory", place: func(t *testing.T, path, outside string) {
+			symlink(t, outside, path)
+		}, check: func(t *testing.T, outside string) {
+			if entries, err := os.ReadDir(outside); err != nil || len(entries) != 0 {
+				t.Errorf("something was written into the directory the symlink pointed to: %v, %v", entries, err)
+			}
+		}},
+		{name: "FIFO", place: func(t *testing.T, path, _ string) {
+			if err := syscall.Mkfifo(path, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}},
+		{name: "directory", wantErr: true, place: func(t *testing.T, path, _ string) {
+			if err := os.Mkdir(path, 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir, outside := t.TempDir(), t.TempDir()
+			path := filepath.Join(dir, "etcd.yaml")
+			tt.place(t, path, outside)
+			done := make(chan error, 1)
+			go func() { done <- Write(path, contents[1], 0o600) }()
+			var err error
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second):
+				t.Fatal("Write blocked")
+			}
+			fi, statErr := os.Lstat(path)
+			switch {
+			case tt.wantErr:
+				if err == nil || statErr != nil || !fi.IsDir() {
+					t.Errorf("Write = %v and the path is %v (%v); want an error, the directory left", err, fi, statErr)
+				}
+			case err != nil:
+				t.Fatalf("Write: %v", err)
+			case statErr != nil || !fi.Mode().IsRegular() || fi.Mode().Perm() != 0o600:
+				t.Errorf("the path is %v (%v); want a regular file, 0600", fi, statErr)
+			default:
+				if got, err := os.ReadFile(path); err != nil || !bytes.Equal(got, contents[1]) {
+					t.Errorf("the path holds %d bytes (%v), want the %d written", len(got), err, len(contents[1]))
+				}
+			}
+			if tt.check != nil {
+				tt.check(t, outside)
+			}
+			if leftovers, _ := filepath.Glob(filepath.Join(dir, ".etcd.yaml.tmp-*")); len(leftovers) > 0 {
+				t.Errorf("temporary files left: %v", leftovers)
+			}
+		})
+	}
+}
+
+func symlink(t *testing.T, target, path string) {
+	t.Helper()
+	if err := os.Symlink(target, path); err != nil {
+		t.Fatal(err)
+	}
 }

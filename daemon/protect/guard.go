@@ -9,6 +9,12 @@
 // etcdlet.io/disable-protection, like druid's
 // druid.gardener.cloud/disable-etcd-component-protection) is left to the
 // operator while it carries it.
+//
+// A managed file is read only if the path itself is a regular file of at
+// most maxManagedFile bytes: never through a symlink, never blocking on a
+// FIFO. Anything else found there (a symlink, a FIFO, a directory, a file
+// over the cap) is foreign content that is not read: it never opts out and
+// is replaced by the rendered file like any edit.
 package protect
 
 import (
@@ -46,7 +52,10 @@ type Change struct {
 	Path   string
 	Action Action
 	// Diff is a unified diff from the expected content to what was found
-	// (/dev/null for a deleted file).
+	// (/dev/null for a deleted file). Where there is nothing to diff it
+	// says what was found instead: a mode, something other than a regular
+	// file, a file over the read cap, or sides too large to diff (see
+	// UnifiedDiff).
 	Diff string
 }
 
@@ -80,9 +89,10 @@ type Guard struct {
 type managed struct {
 	content []byte
 	mode    fs.FileMode
-	// reported is the found content last reported as allowed, so that a
-	// change left alone is reported once, not on every check.
-	reported *[]byte
+	// reported is what was found when a change was last reported as
+	// allowed, so that a change left alone is reported once, not on every
+	// check.
+	reported *found
 }
 
 // New returns a guard; Run starts watching.
@@ -98,10 +108,12 @@ func New(opts Options) *Guard {
 
 // Write is etcdlet's own write: the file gets content and mode atomically,
 // and from now on that is what it must be. It reports whether the bytes on
-// disk changed and what they were before (nil for no file). A file that
-// currently opts out is left alone (ErrOptedOut). With protection off, a
-// file whose expected content is unchanged is not rewritten, so an
-// operator's edit stays until etcdlet's own rendering changes.
+// disk changed and what they were before (nil for no file, and for
+// something that is not read: not a regular file, or over the cap). A file
+// that currently opts out is left alone (ErrOptedOut). With protection
+// off, a file whose expected content is unchanged is not rewritten, so an
+// operator's edit stays until etcdlet's own rendering changes. The write
+// replaces whatever is at path (a symlink itself, never its target).
 func (g *Guard) Write(path string, content []byte, mode fs.FileMode) (changed bool, previous []byte, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -115,7 +127,7 @@ func (g *Guard) Write(path string, content []byte, mode fs.FileMode) (changed bo
 		g.track(path, content, mode)
 		return false, f.data, nil
 	}
-	if !f.missing && g.optsOut(path, f.data) {
+	if f.readable() && g.optsOut(path, f.data) {
 		g.track(path, content, mode)
 		return false, nil, ErrOptedOut
 	}
@@ -134,7 +146,11 @@ func (g *Guard) Write(path string, content []byte, mode fs.FileMode) (changed bo
 }
 
 // Release stops managing a file and moves it (if present) to keepAt; it
-// never deletes it. keepAt "" leaves the file where it is.
+// never deletes a file it can keep. keepAt "" leaves the file where it is.
+// What is not read (see readFound) is renamed to keepAt as it is; where
+// that fails (keepAt on another file system) a symlink, FIFO, socket or
+// device is removed, having no content of its own to keep, and anything
+// else is left in place with an error.
 func (g *Guard) Release(path, keepAt string) error {
 	g.mu.Lock()
 	defer g.mu.Unlock()
@@ -142,15 +158,18 @@ func (g *Guard) Release(path, keepAt string) error {
 	if keepAt == "" {
 		return nil
 	}
-	data, err := os.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
+	f, err := readFound(path)
 	if err != nil {
 		return fmt.Errorf("release %s: %w", path, err)
 	}
+	if f.missing {
+		return nil
+	}
+	if f.foreign != "" {
+		return g.releaseForeign(path, keepAt, f)
+	}
 	// Copy, then remove: keepAt may be on another file system than path.
-	if err := atomicfile.Write(keepAt, data, 0o600); err != nil {
+	if err := atomicfile.Write(keepAt, f.data, 0o600); err != nil {
 		return fmt.Errorf("release %s: %w", path, err)
 	}
 	if err := os.Remove(path); err != nil {
@@ -159,10 +178,28 @@ func (g *Guard) Release(path, keepAt string) error {
 	return nil
 }
 
+// releaseForeign moves away what Release found but did not read, so that
+// the kubelet no longer finds it at path. The caller holds g.mu.
+func (g *Guard) releaseForeign(path, keepAt string, f found) error {
+	renameErr := os.Rename(path, keepAt)
+	if renameErr == nil || errors.Is(renameErr, fs.ErrNotExist) {
+		return nil
+	}
+	if f.mode.IsRegular() || f.mode.IsDir() {
+		return fmt.Errorf("release %s: it %s, and cannot be moved to %s: %w", path, f.foreign, keepAt, renameErr)
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("release %s: it %s: %w", path, f.foreign, err)
+	}
+	g.opts.Log.Warn("a released file was not a regular file and could not be moved; removed", "file", path,
+		"found", f.foreign, "keepAt", keepAt, "error", renameErr)
+	return nil
+}
+
 // OptedOut reports whether a managed file currently opts out.
 func (g *Guard) OptedOut(path string) bool {
-	data, err := os.ReadFile(path)
-	return err == nil && g.optsOut(path, data)
+	f, err := readFound(path)
+	return err == nil && f.readable() && g.optsOut(path, f.data)
 }
 
 // Check compares every managed file with what etcdlet wrote and acts on
@@ -238,18 +275,12 @@ func (g *Guard) differs(path string) (found, bool) {
 // act reverts, restores or (protection off, opted out) reports a change
 // someone else made. The caller holds g.mu.
 func (g *Guard) act(path string, m *managed, f found) {
-	diff := UnifiedDiff(path+" (written by etcdlet)", path+" (found)", m.content, f.data)
-	if f.missing {
-		diff = UnifiedDiff(path+" (written by etcdlet)", "/dev/null", m.content, nil)
-	} else if diff == "" {
-		diff = fmt.Sprintf("mode %v, want %v", f.mode, m.mode)
-	}
-	if !g.opts.Enabled || (!f.missing && g.optsOut(path, f.data)) {
-		if m.reported != nil && bytes.Equal(*m.reported, f.data) {
+	diff := describe(path, m, f)
+	if !g.opts.Enabled || (f.readable() && g.optsOut(path, f.data)) {
+		if m.reported != nil && m.reported.sameContent(f) {
 			return
 		}
-		data := f.data
-		m.reported = &data
+		m.reported = &f
 		why := "protection is off"
 		if g.opts.Enabled {
 			why = "the file opts out of protection"
@@ -271,39 +302,104 @@ func (g *Guard) act(path string, m *managed, f found) {
 	g.report(Change{Path: path, Action: action, Diff: diff})
 }
 
-// found is a managed file as found on disk.
-type found struct {
-	data    []byte
-	mode    fs.FileMode
-	modTime time.Time
-	missing bool
+// describe is the report of a change: a unified diff from etcdlet's
+// content to what was found, or what was found where there is nothing to
+// diff.
+func describe(path string, m *managed, f found) string {
+	switch {
+	case f.missing:
+		return UnifiedDiff(path+" (written by etcdlet)", "/dev/null", m.content, nil)
+	case f.foreign != "":
+		return fmt.Sprintf("%s %s; not read, so no diff", path, f.foreign)
+	}
+	if diff := UnifiedDiff(path+" (written by etcdlet)", path+" (found)", m.content, f.data); diff != "" {
+		return diff
+	}
+	return fmt.Sprintf("mode %v, want %v", f.mode, m.mode)
 }
 
-// maxManagedFile bounds what is read of a managed file (a manifest is a
-// few KiB); a larger file is reported, not read.
-const maxManagedFile = 4 << 20
+// found is a managed file as found on disk: missing, read (data), or
+// foreign.
+type found struct {
+	data []byte
+	// mode is the permission bits of a file read; of a foreign one, its
+	// whole mode (type included).
+	mode    fs.FileMode
+	modTime time.Time
+	size    int64
+	missing bool
+	// foreign says why the path was not read, as the rest of a sentence
+	// about it ("is a named pipe, want a regular file"): it is not a
+	// regular file, or is over maxManagedFile. Its content is unknown, so
+	// it never matches and never opts out: a revert replaces it.
+	foreign string
+}
 
-// readFound reads a managed file as it is on disk. It never blocks: a FIFO
-// put in a manifest's place is an error, not a hang with the lock held.
+// maxManagedFile bounds what is read of a managed file. A manifest is a
+// few KiB, so 1 MiB is far above any rendering. A larger file is never
+// read (its size on the open descriptor says so before any read): it is
+// foreign content, reverted like an edit and reported without a diff.
+const maxManagedFile = 1 << 20
+
+// readFound reads a managed file as it is on disk, with
+// config.ReadRegularNoFollow: it never follows a symlink at path and never
+// blocks (a FIFO put in a manifest's place must not hang the guard with
+// its lock held). A symlink, FIFO, directory or other non-regular file,
+// and a file over maxManagedFile, is returned as foreign, described by
+// lstat (which follows nothing); an error is left for what cannot be
+// looked at at all (permissions, I/O). Every read of a managed file goes
+// through here.
 func readFound(path string) (found, error) {
-	data, fi, err := config.ReadRegular(path, maxManagedFile)
+	data, fi, err := config.ReadRegularNoFollow(path, maxManagedFile)
+	switch {
+	case err == nil:
+		return found{data: data, mode: fi.Mode().Perm(), modTime: fi.ModTime(), size: fi.Size()}, nil
+	case errors.Is(err, fs.ErrNotExist):
+		return found{missing: true}, nil
+	case errors.Is(err, config.ErrNotRegular), errors.Is(err, config.ErrTooLarge):
+		return foreignFound(path, err.Error())
+	default:
+		return found{}, err // callers name the path
+	}
+}
+
+// foreignFound describes a path that readFound does not read. Should the
+// path change between the read and the lstat, the two checks around the
+// settle time differ and nothing is done until it holds still.
+func foreignFound(path, why string) (found, error) {
+	fi, err := os.Lstat(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return found{missing: true}, nil
 	}
 	if err != nil {
-		return found{}, err // callers name the path
+		return found{}, err
 	}
-	return found{data: data, mode: fi.Mode().Perm(), modTime: fi.ModTime()}, nil
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		// Where it points is worth a log line; it is never followed.
+		if target, err := os.Readlink(path); err == nil {
+			why = fmt.Sprintf("is a symbolic link to %q, want a regular file", target)
+		}
+	}
+	return found{mode: fi.Mode(), modTime: fi.ModTime(), size: fi.Size(), foreign: why}, nil
 }
+
+// readable reports whether the file was found and read.
+func (f found) readable() bool { return !f.missing && f.foreign == "" }
 
 // matches reports whether the file is what etcdlet wrote.
 func (f found) matches(m *managed) bool {
-	return !f.missing && f.mode == m.mode && bytes.Equal(f.data, m.content)
+	return f.readable() && f.mode == m.mode && bytes.Equal(f.data, m.content)
 }
 
 // same reports whether two reads found the file unchanged.
 func (f found) same(o found) bool {
-	return f.missing == o.missing && f.mode == o.mode && f.modTime.Equal(o.modTime) && bytes.Equal(f.data, o.data)
+	return f.sameContent(o) && f.mode == o.mode && f.modTime.Equal(o.modTime) && f.size == o.size
+}
+
+// sameContent reports whether two reads found the same content (the mode
+// aside): a change left alone is reported again only when this changes.
+func (f found) sameContent(o found) bool {
+	return f.missing == o.missing && f.foreign == o.foreign && bytes.Equal(f.data, o.data)
 }
 
 func (g *Guard) report(c Change) {

@@ -57,7 +57,16 @@ func runningSettle(t *testing.T, enabled bool, settle time.Duration) (*Guard, *r
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = g.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() {
+		cancel()
+		// A guard stuck in a check (a read blocked on a FIFO) fails the
+		// test instead of hanging it.
+		select {
+		case <-done:
+		case <-time.After(deadline):
+			t.Errorf("the guard did not stop within %s: a check is blocked", deadline)
+		}
+	})
 	return g, rec, path
 }
 

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 )
@@ -178,16 +180,29 @@ func (s Store) SavePromise(p *Promise) error {
 	return s.write(PromiseFile, p)
 }
 
+// MaxFileBytes bounds what is read of a file of the state dir. They hold
+// a few KiB (a short member list, identities, a tombstone of a few hundred
+// bytes per data dir moved aside); a larger one is refused, not read.
+const MaxFileBytes = 1 << 20
+
 // read decodes the JSON file name in the state dir into v; found is false
-// (and v untouched) when the file does not exist.
+// (and v untouched) when the file does not exist. The file must be what
+// write leaves: a regular file of at most MaxFileBytes, the path itself.
+// Anything else is an error, never a missing file: an absent state is
+// what allows a bootstrap. A FIFO does not block the read, and a symlink
+// is refused rather than followed (write would replace it by a file
+// anyway, so a state read through one would be lost at the next save).
 func (s Store) read(name string, v any) (found bool, err error) {
 	path := filepath.Join(s.Dir, name)
-	data, err := os.ReadFile(path)
-	if errors.Is(err, os.ErrNotExist) {
+	data, _, err := config.ReadRegularNoFollow(path, MaxFileBytes)
+	if errors.Is(err, fs.ErrNotExist) {
 		return false, nil
 	}
+	if errors.Is(err, config.ErrTooLarge) {
+		return false, fmt.Errorf("state file %s %w (a state file holds a few KiB; etcdlet does not read a larger one)", path, err)
+	}
 	if err != nil {
-		return false, fmt.Errorf("read %s: %w", name, err)
+		return false, fmt.Errorf("state file %s %w", path, err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return false, fmt.Errorf("parse %s: %w", path, err)

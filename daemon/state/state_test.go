@@ -1,10 +1,15 @@
 package state
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlet/etcdlet/config"
 )
 
 func TestStoreRoundTripAndModes(t *testing.T) {
@@ -48,5 +53,84 @@ func TestCorruptStateIsAnError(t *testing.T) {
 	}
 	if _, err := (Store{Dir: dir}).Load(); err == nil {
 		t.Error("a corrupt state file must not be read as an empty state (it would allow a bootstrap)")
+	}
+}
+
+// A file of the state dir is read only if it is a regular file of at most
+// MaxFileBytes, the path itself: anything else is an error that names the
+// file and the rule, never an absent (zero) state, and nothing blocks.
+func TestStateFilesAreReadWithinTheRules(t *testing.T) {
+	loaders := []struct {
+		name string
+		file string
+		load func(Store) error
+	}{
+		{"state", FileName, func(s Store) error { _, err := s.Load(); return err }},
+		{"operator", OperatorFile, func(s Store) error { _, err := s.LoadOperator(); return err }},
+		{"promise", PromiseFile, func(s Store) error { _, err := s.LoadPromise(); return err }},
+	}
+	// padded is a valid JSON object of n bytes.
+	padded := func(n int) string { return "{}" + strings.Repeat(" ", n-2) }
+	tests := []struct {
+		name    string
+		place   func(t *testing.T, path string)
+		wantErr string // "": loads
+		wantIs  error
+	}{
+		{name: "at the cap", place: func(t *testing.T, path string) { writeFile(t, path, padded(MaxFileBytes)) }},
+		{name: "over the cap", place: func(t *testing.T, path string) { writeFile(t, path, padded(MaxFileBytes+1)) },
+			wantErr: "is 1048577 bytes, must be at most 1048576 bytes (a state file holds a few KiB; etcdlet does not read a larger one)",
+			wantIs:  config.ErrTooLarge},
+		{name: "FIFO", place: func(t *testing.T, path string) {
+			if err := syscall.Mkfifo(path, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, wantErr: "is a named pipe, want a regular file", wantIs: config.ErrNotRegular},
+		{name: "symlink", place: func(t *testing.T, path string) {
+			target := filepath.Join(t.TempDir(), "elsewhere.json")
+			writeFile(t, target, "{}")
+			if err := os.Symlink(target, path); err != nil {
+				t.Fatal(err)
+			}
+		}, wantErr: "is a symbolic link, want a regular file", wantIs: config.ErrNotRegular},
+		{name: "dangling symlink", place: func(t *testing.T, path string) {
+			if err := os.Symlink(filepath.Join(t.TempDir(), "nowhere.json"), path); err != nil {
+				t.Fatal(err)
+			}
+		}, wantErr: "is a symbolic link, want a regular file", wantIs: config.ErrNotRegular},
+	}
+	for _, l := range loaders {
+		for _, tt := range tests {
+			t.Run(l.name+"/"+tt.name, func(t *testing.T) {
+				dir := t.TempDir()
+				path := filepath.Join(dir, l.file)
+				tt.place(t, path)
+				done := make(chan error, 1)
+				go func() { done <- l.load(Store{Dir: dir}) }()
+				var err error
+				select {
+				case err = <-done:
+				case <-time.After(30 * time.Second):
+					t.Fatalf("loading %s blocked", l.file)
+				}
+				if tt.wantErr == "" {
+					if err != nil {
+						t.Fatalf("load: %v", err)
+					}
+					return
+				}
+				want := "state file " + path + " " + tt.wantErr
+				if err == nil || err.Error() != want || !errors.Is(err, tt.wantIs) {
+					t.Errorf("load error:\n%v\nwant:\n%s\n(errors.Is %v)", err, want, tt.wantIs)
+				}
+			})
+		}
+	}
+}
+
+func writeFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
 	}
 }
