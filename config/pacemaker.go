@@ -14,9 +14,12 @@ import (
 const (
 	// DefaultPacemakerInterval is how often the agent polls pacemaker.
 	DefaultPacemakerInterval = 15 * time.Second
-	DefaultCrmMon            = "crm_mon"
-	DefaultCibadmin          = "cibadmin"
-	DefaultCorosyncCmapctl   = "corosync-cmapctl"
+	// The tools' paths as Debian (pacemaker-cli-utils, corosync) and RHEL
+	// (pacemaker-cli, corosync) install them. etcdlet runs as root: a
+	// program is never looked up in PATH.
+	DefaultCrmMon          = "/usr/sbin/crm_mon"
+	DefaultCibadmin        = "/usr/sbin/cibadmin"
+	DefaultCorosyncCmapctl = "/usr/sbin/corosync-cmapctl"
 	// DefaultCommandTimeout matches the OpenShift collector's per-command
 	// limit; crm_mon normally answers in well under a second.
 	DefaultCommandTimeout = 10 * time.Second
@@ -43,12 +46,15 @@ type Pacemaker struct {
 	Enabled bool `yaml:"enabled"`
 	// Interval is the time between polls.
 	Interval time.Duration `yaml:"interval"`
-	// CrmMon is the crm_mon program (a name looked up in PATH, or an
-	// absolute path).
+	// CrmMon is the absolute path of crm_mon. The tools are never looked
+	// up in PATH: whoever controls the agent's PATH would otherwise choose
+	// what runs as root.
 	CrmMon string `yaml:"crmMon"`
-	// Cibadmin reads the CIB configuration (fencing targets, node_ip_map).
+	// Cibadmin is the absolute path of cibadmin, which reads the CIB
+	// configuration (fencing targets, node_ip_map).
 	Cibadmin string `yaml:"cibadmin"`
-	// CorosyncCmapctl reads corosync's node list from the running daemon.
+	// CorosyncCmapctl is the absolute path of corosync-cmapctl, which
+	// reads corosync's node list from the running daemon.
 	CorosyncCmapctl string `yaml:"corosyncCmapctl"`
 	// CorosyncConf, when set, is read for the node list instead of asking
 	// the running corosync.
@@ -127,11 +133,16 @@ func (o Pacemaker) validate(errs *Errors) {
 	if o.Interval < time.Second {
 		add("interval", o.Interval, "must be at least 1s")
 	}
-	for _, p := range []struct{ field, value string }{
-		{"crmMon", o.CrmMon}, {"cibadmin", o.Cibadmin}, {"corosyncCmapctl", o.CorosyncCmapctl},
+	for _, p := range []struct{ field, value, example string }{
+		{"crmMon", o.CrmMon, DefaultCrmMon},
+		{"cibadmin", o.Cibadmin, DefaultCibadmin},
+		{"corosyncCmapctl", o.CorosyncCmapctl, DefaultCorosyncCmapctl},
 	} {
-		if p.value == "" || strings.ContainsAny(p.value, "\x00\n") || (strings.Contains(p.value, "/") && !filepath.IsAbs(p.value)) {
-			add(p.field, p.value, "must be a program name or an absolute path")
+		switch {
+		case !filepath.IsAbs(p.value):
+			add(p.field, p.value, "must be an absolute path (a program run as root is never looked up in PATH), e.g. %s", p.example)
+		case strings.ContainsAny(p.value, "\x00\n"):
+			add(p.field, p.value, "must not contain a NUL or newline character")
 		}
 	}
 	for _, p := range []struct{ field, value string }{{"corosyncConf", o.CorosyncConf}, {"cibFile", o.CIBFile}} {

@@ -12,7 +12,7 @@ func TestDefaultPacemakerIsValid(t *testing.T) {
 	if err := o.Validate(); err != nil {
 		t.Fatalf("defaults invalid: %v", err)
 	}
-	if o.CrmMon != "crm_mon" || o.KubeletAgent != "systemd:kubelet" || o.EtcdAgent != "ocf:heartbeat:podman-etcd" ||
+	if o.CrmMon != "/usr/sbin/crm_mon" || o.Cibadmin != "/usr/sbin/cibadmin" || o.CorosyncCmapctl != "/usr/sbin/corosync-cmapctl" || o.KubeletAgent != "systemd:kubelet" || o.EtcdAgent != "ocf:heartbeat:podman-etcd" ||
 		o.APIVersion != "v1" || o.ExpectedNodes != 2 || o.Enabled || o.Interval != 15*time.Second || o.CommandTimeout != 10*time.Second || o.MaxOutputBytes != 10<<20 {
 		t.Errorf("defaults = %+v", o)
 	}
@@ -45,8 +45,20 @@ func TestPacemakerValidate(t *testing.T) {
 			`pacemaker.etcdResources[0]: "etcd clone": must be a pacemaker resource id (a letter or _, then letters, digits, '.', '_' or '-')`},
 		{"id in both lists", func(o *Pacemaker) { o.KubeletResources, o.EtcdResources = []string{"x"}, []string{"x"} },
 			`pacemaker.etcdResources[0]: "x": is also listed in kubeletResources`},
-		{"relative program path", func(o *Pacemaker) { o.CrmMon = "bin/crm_mon" },
-			`pacemaker.crmMon: "bin/crm_mon": must be a program name or an absolute path`},
+		// Programs run as root: never looked up in PATH, never relative.
+		{"program name", func(o *Pacemaker) { o.CrmMon = "crm_mon" },
+			`pacemaker.crmMon: "crm_mon": must be an absolute path (a program run as root is never looked up in PATH), e.g. /usr/sbin/crm_mon`},
+		{"relative program path", func(o *Pacemaker) { o.Cibadmin = "bin/cibadmin" },
+			`pacemaker.cibadmin: "bin/cibadmin": must be an absolute path (a program run as root is never looked up in PATH), e.g. /usr/sbin/cibadmin`},
+		{"dot-relative program path", func(o *Pacemaker) { o.CorosyncCmapctl = "./corosync-cmapctl" },
+			`pacemaker.corosyncCmapctl: "./corosync-cmapctl": must be an absolute path (a program run as root is never looked up in PATH), e.g. /usr/sbin/corosync-cmapctl`},
+		{"empty program path", func(o *Pacemaker) { o.CrmMon = "" },
+			`pacemaker.crmMon: "": must be an absolute path (a program run as root is never looked up in PATH), e.g. /usr/sbin/crm_mon`},
+		{"newline in program path", func(o *Pacemaker) { o.CrmMon = "/usr/sbin/crm_mon\n" },
+			`pacemaker.crmMon: "/usr/sbin/crm_mon\n": must not contain a NUL or newline character`},
+		{"absolute program paths", func(o *Pacemaker) {
+			o.CrmMon, o.Cibadmin, o.CorosyncCmapctl = "/opt/pacemaker/bin/crm_mon", "/usr/bin/cibadmin", "/sbin/corosync-cmapctl"
+		}, ""},
 		{"relative CIB file", func(o *Pacemaker) { o.CIBFile = "cib.xml" }, `pacemaker.cibFile: "cib.xml": must be an absolute path`},
 		{"zero timeout", func(o *Pacemaker) { o.CommandTimeout = -time.Second },
 			`pacemaker.commandTimeout: "-1s": must be greater than 0 and at most 10m0s`},
@@ -104,5 +116,18 @@ func TestPacemakerSectionInConfigFile(t *testing.T) {
 	want = []string{"pacemaker.expectedNodes: 9: must be between 1 and 5 (the API carries at most 5 nodes)"}
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Errorf("got %q", got)
+	}
+}
+
+// A configuration file that names a tool without a path is refused with
+// the field, the value and the rule, like every other problem.
+func TestPacemakerProgramNamesInConfigFile(t *testing.T) {
+	got := parseAndValidate(t, base+"pacemaker:\n  enabled: true\n  crmMon: crm_mon\n  cibadmin: /usr/sbin/cibadmin\n  corosyncCmapctl: corosync-cmapctl\n")
+	want := []string{
+		`pacemaker.crmMon: "crm_mon": must be an absolute path (a program run as root is never looked up in PATH), e.g. /usr/sbin/crm_mon`,
+		`pacemaker.corosyncCmapctl: "corosync-cmapctl": must be an absolute path (a program run as root is never looked up in PATH), e.g. /usr/sbin/corosync-cmapctl`,
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("got %q\nwant %q", got, want)
 	}
 }

@@ -62,6 +62,9 @@ type Collector struct {
 	// (the node's local zone).
 	Now      func() time.Time
 	Location *time.Location
+	// tz is the agent's own TZ ("TZ=..."), empty when it has none: the
+	// one entry of the agent's environment crm_mon gets (see crmMon).
+	tz string
 }
 
 // NewCollector validates opts and returns a collector that runs the real
@@ -83,7 +86,17 @@ func NewCollector(opts config.Pacemaker, log *slog.Logger) (*Collector, error) {
 		Log:      log,
 		Now:      time.Now,
 		Location: time.Local,
+		tz:       tzEntry(),
 	}, nil
+}
+
+// tzEntry returns "TZ=<value>" when the agent's environment sets TZ, which
+// Go's time.Local follows.
+func tzEntry() string {
+	if tz, ok := os.LookupEnv("TZ"); ok {
+		return "TZ=" + tz
+	}
+	return ""
 }
 
 // Options returns the collector's options.
@@ -134,6 +147,13 @@ func (c *Collector) Poll(ctx context.Context) (snap Snapshot) {
 
 func (c *Collector) crmMon(ctx context.Context) (*crmmon.Document, error) {
 	cmd := runner.Command{Path: c.opts.CrmMon, Args: crmMonArgs}
+	// crm_mon prints times with ctime() in its local zone, and they are
+	// read back in Location (the agent's time.Local). Without the agent's
+	// TZ, if it has one, crm_mon would fall back to /etc/localtime and
+	// every time would be off by the difference.
+	if c.tz != "" {
+		cmd.Env = append(cmd.Env, c.tz)
+	}
 	if c.opts.CIBFile != "" {
 		// crm_mon would block opening a FIFO (or a device) until the
 		// timeout; refuse it at once with the reason. Stat does not open.
@@ -142,7 +162,7 @@ func (c *Collector) crmMon(ctx context.Context) (*crmmon.Document, error) {
 				return nil, fmt.Errorf("CIB file %s %w", c.opts.CIBFile, err)
 			}
 		}
-		cmd.Env = []string{"CIB_file=" + c.opts.CIBFile}
+		cmd.Env = append(cmd.Env, "CIB_file="+c.opts.CIBFile)
 	}
 	res, err := c.Runner.Run(ctx, cmd)
 	if err != nil {

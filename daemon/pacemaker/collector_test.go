@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +15,8 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/pacemaker/crmmon"
+	"github.com/etcdlet/etcdlet/daemon/pacemaker/internal/reach"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/runner"
 )
 
@@ -21,7 +24,7 @@ import (
 // can fail and checks that Poll returns promptly with an unknown state and
 // a reason, never a half-read cluster.
 func TestPollUnknownWithRealCrmMon(t *testing.T) {
-	requireTools(t, "crm_mon")
+	requireTools(t, config.DefaultCrmMon)
 	dir := t.TempDir()
 	fifo := filepath.Join(dir, "fifo-cib.xml")
 	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
@@ -138,12 +141,14 @@ func TestPollLiveModeCommands(t *testing.T) {
 	)
 	fake := runner.Func(func(_ context.Context, cmd runner.Command) (runner.Result, error) {
 		mu.Lock()
-		ran = append(ran, cmd.String())
+		// Path and Args only: the agent's TZ, if the test runs with one,
+		// is passed to crm_mon (see TestCrmMonGetsTheAgentsTimeZone).
+		ran = append(ran, runner.Command{Path: cmd.Path, Args: cmd.Args}.String())
 		mu.Unlock()
 		switch cmd.Path {
-		case "crm_mon":
+		case "/usr/sbin/crm_mon":
 			return runner.Result{Stdout: mon}, nil
-		case "corosync-cmapctl":
+		case "/usr/sbin/corosync-cmapctl":
 			return runner.Result{Stdout: []byte("nodelist.node.0.name (str) = master-0\nnodelist.node.0.nodeid (u32) = 1\nnodelist.node.0.ring0_addr (str) = 198.51.100.10\n")}, nil
 		default: // cibadmin: the CIB is not reachable
 			return runner.Result{ExitCode: 102, Stderr: []byte("Could not connect to the CIB: Transport endpoint is not connected\n")}, nil
@@ -160,10 +165,11 @@ func TestPollLiveModeCommands(t *testing.T) {
 	if !snap.Known {
 		t.Fatalf("unknown: %s", snap.Reason)
 	}
+	// By absolute path: a program run as root is never looked up in PATH.
 	want := []string{
-		"crm_mon --one-shot --inactive --output-as=xml",
-		"cibadmin --query --scope configuration",
-		"corosync-cmapctl nodelist.node",
+		"/usr/sbin/crm_mon --one-shot --inactive --output-as=xml",
+		"/usr/sbin/cibadmin --query --scope configuration",
+		"/usr/sbin/corosync-cmapctl nodelist.node",
 	}
 	for _, w := range want {
 		found := false
@@ -192,6 +198,106 @@ func TestPollLiveModeCommands(t *testing.T) {
 	}
 	if !strings.Contains(logs.String(), `level=WARN msg="pacemaker input problem" note="CIB configuration unavailable (cibadmin exited 102`) {
 		t.Errorf("the missing CIB was not logged as a warning:\n%s", logs.String())
+	}
+}
+
+// Commands get a fixed environment, not the agent's; the agent's TZ is
+// the exception for crm_mon, which prints operation times with ctime() in
+// its local zone while the parser reads them in the agent's (Location,
+// time.Local). With the real crm_mon and a zone other than the host's
+// /etc/localtime, the times must come out as the fixture's: from 10:00Z
+// on, never nine hours off.
+func TestCrmMonGetsTheAgentsTimeZone(t *testing.T) {
+	const zone = "Asia/Tokyo" // UTC+9, no DST
+	tokyo, err := time.LoadLocation(zone)
+	if err != nil {
+		t.Fatalf("load %s: %v (tzdata)", zone, err)
+	}
+	t.Setenv("TZ", zone)
+	t.Setenv("CIB_file", "/nonexistent/agent-cib.xml") // the agent's own, must not reach crm_mon
+	var (
+		env []string
+		out []byte
+	)
+	c := fixtureCollector(t, "failed-monitor", nil)
+	inner := c.Runner
+	c.Runner = runner.Func(func(ctx context.Context, cmd runner.Command) (runner.Result, error) {
+		res, err := inner.Run(ctx, cmd)
+		if cmd.Path == c.opts.CrmMon {
+			env, out = cmd.Env, res.Stdout
+		}
+		return res, err
+	})
+	c.Location = tokyo // what time.Local is in an agent started with TZ=Asia/Tokyo
+	if snap := c.Poll(context.Background()); !snap.Known {
+		t.Fatalf("unknown: %s", snap.Reason)
+	}
+	if want := []string{"TZ=" + zone, "CIB_file=" + c.opts.CIBFile}; strings.Join(env, " ") != strings.Join(want, " ") {
+		t.Errorf("crm_mon's own environment = %q, want %q", env, want)
+	}
+	doc, err := crmmon.Parse(out, tokyo)
+	if err != nil {
+		t.Fatal(err)
+	}
+	first := time.Date(2020, 1, 1, 10, 0, 0, 0, time.UTC) // the fixtures' T0
+	ops := 0
+	for _, h := range doc.History {
+		for _, op := range h.Operations {
+			ops++
+			if at := op.LastRCChange; at.Before(first) || at.After(fixtureNow) {
+				t.Errorf("%s %s on %s at %s, want between %s and %s: crm_mon and the parser disagree on the zone",
+					h.Resource, op.Task, h.Node, at.UTC(), first, fixtureNow)
+			}
+		}
+	}
+	if ops == 0 {
+		t.Fatalf("no operation history in crm_mon's output:\n%s", out)
+	}
+}
+
+// A fencing device's credentials in the CIB reach nothing a poll keeps
+// or builds: the snapshot (walked through every pointer) and the status
+// object hold no trace of them.
+func TestPollKeepsNoFencingCredentials(t *testing.T) {
+	requireTools(t, config.DefaultCrmMon)
+	data, err := os.ReadFile("testdata/cib/two-fence-devices.xml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const anchor = `<nvpair id="master-0_redfish-hl" name="pcmk_host_list" value="master-0"/>`
+	if !bytes.Contains(data, []byte(anchor)) {
+		t.Fatalf("fixture changed: %s not found", anchor)
+	}
+	data = bytes.Replace(data, []byte(anchor), []byte(anchor+
+		`<nvpair id="master-0_redfish-u" name="username" value="S3cret-user"/>`+
+		`<nvpair id="master-0_redfish-p" name="password" value="S3cret-password"/>`+
+		`<nvpair id="master-0_redfish-pw" name="passwd" value="S3cret-passwd"/>`), 1)
+	cib := filepath.Join(t.TempDir(), "cib.xml")
+	if err := os.WriteFile(cib, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := fixtureCollector(t, "two-fence-devices", func(o *config.Pacemaker) { o.CIBFile = cib })
+	snap := c.Poll(context.Background())
+	if !snap.Known {
+		t.Fatalf("unknown: %s", snap.Reason)
+	}
+	if ids := snap.Cluster.Nodes[0].Devices; len(ids) == 0 || ids[0].TargetsFrom != "pcmk_host_list" {
+		t.Fatalf("master-0's devices = %+v, want pcmk_host_list still read", ids)
+	}
+	obj, err := c.Build(snap, nil, fixtureNow)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out bytes.Buffer
+	if err := Render(&out, obj, FormatJSON); err != nil {
+		t.Fatal(err)
+	}
+	all := append(reach.Strings(snap), reach.Strings(obj)...)
+	all = append(all, fmt.Sprintf("%#v", snap), out.String())
+	for _, s := range all {
+		if strings.Contains(s, "S3cret") {
+			t.Errorf("a credential survived the poll: %q", s)
+		}
 	}
 }
 

@@ -23,12 +23,13 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata/go
 var fixtureNow = time.Date(2020, 1, 1, 10, 30, 0, 0, time.UTC)
 
 // requireTools fails (never skips) a test whose real component is missing,
-// saying how to get it.
+// saying how to get it. A tool is a name looked up in PATH or, like the
+// collector's defaults, an absolute path.
 func requireTools(t testing.TB, tools ...string) {
 	t.Helper()
 	for _, tool := range tools {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Fatalf("%s not found in PATH; the pacemaker tests run the real tools: apt-get install -y pacemaker-cli-utils libxml2-utils", tool)
+			t.Fatalf("%s not found (%v); the pacemaker tests run the real tools: apt-get install -y pacemaker-cli-utils libxml2-utils", tool, err)
 		}
 	}
 }
@@ -39,7 +40,7 @@ func quietLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, n
 // offline with the real crm_mon.
 func fixtureCollector(t testing.TB, scenario string, mutate func(*config.Pacemaker)) *Collector {
 	t.Helper()
-	requireTools(t, "crm_mon")
+	requireTools(t, config.DefaultCrmMon)
 	cib, err := filepath.Abs(filepath.Join("testdata", "cib", scenario+".xml"))
 	if err != nil {
 		t.Fatal(err)

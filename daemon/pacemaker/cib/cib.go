@@ -7,6 +7,13 @@
 // `cibadmin --query --scope configuration` (root <configuration>), or a
 // CIB file. The status section, which pacemaker documents as internal, is
 // never interpreted.
+//
+// Only the attributes etcdlet uses are kept (PrimitiveParams,
+// NodeAttributeNames, MetaAttributeNames); every other one is dropped
+// while parsing. A fencing device's instance attributes carry its
+// credentials (passwd, password, passwd_script, username, ...): none of
+// them is ever in a Config, so nothing that holds, logs or serializes one
+// can leak them.
 package cib
 
 import (
@@ -16,21 +23,36 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+)
+
+// The attributes Parse keeps; it drops every other one. Add a name here
+// before reading it elsewhere, and only if it is never a secret.
+var (
+	// PrimitiveParams are the instance attributes kept of every primitive:
+	// a fencing device's targets and the etcd agent's address map.
+	PrimitiveParams = []string{"pcmk_host_list", "pcmk_host_map", "node_ip_map"}
+	// NodeAttributeNames are the permanent node attributes kept.
+	NodeAttributeNames = []string{"node_ip", "standby"}
+	// MetaAttributeNames are the resource meta attributes kept.
+	MetaAttributeNames = []string{"maintenance"}
 )
 
 // Config is the part of the CIB configuration etcdlet reads.
 type Config struct {
 	// Primitives by id, including those nested in clones, groups and bundles.
 	Primitives map[string]Primitive
-	// NodeAttributes holds permanent node attributes by node name (uname).
+	// NodeAttributes holds permanent node attributes by node name (uname),
+	// only those in NodeAttributeNames; a node with none is absent.
 	NodeAttributes map[string]map[string]string
 	// FencingLevels is the fencing topology, in document order.
 	FencingLevels []FencingLevel
-	// Meta holds the meta attributes of every resource (primitives and
-	// their clone, group and bundle containers) by id. crm_mon before
-	// 2.1.6 does not print a resource's maintenance meta attribute.
+	// Meta holds the meta attributes in MetaAttributeNames of every
+	// resource (primitives and their clone, group and bundle containers)
+	// by id; a resource with none is absent. crm_mon before 2.1.6 does not
+	// print a resource's maintenance meta attribute.
 	Meta map[string]map[string]string
 }
 
@@ -55,9 +77,10 @@ type Primitive struct {
 	Class    string
 	Provider string
 	Type     string
-	// Params holds instance attributes. Where several sets define a name,
-	// the first set without rules wins, because rule-based sets apply only
-	// conditionally and etcdlet does not evaluate rules.
+	// Params holds the instance attributes in PrimitiveParams (never
+	// nil). Where several sets define a name, the first set without rules
+	// wins, because rule-based sets apply only conditionally and etcdlet
+	// does not evaluate rules.
 	Params map[string]string
 }
 
@@ -186,12 +209,12 @@ func convert(raw *rawConfiguration) *Config {
 		Meta:           make(map[string]map[string]string, len(raw.Resources.meta)),
 	}
 	for id, sets := range raw.Resources.meta {
-		if m := params(sets); len(m) > 0 {
+		if m := params(sets, MetaAttributeNames); len(m) > 0 {
 			c.Meta[id] = m
 		}
 	}
 	for _, p := range raw.Resources.primitives {
-		if m := params(p.Meta); len(m) > 0 {
+		if m := params(p.Meta, MetaAttributeNames); len(m) > 0 {
 			c.Meta[p.ID] = m
 		}
 		c.Primitives[p.ID] = Primitive{
@@ -199,7 +222,7 @@ func convert(raw *rawConfiguration) *Config {
 			Class:    strings.ToLower(p.Class),
 			Provider: p.Provider,
 			Type:     p.Type,
-			Params:   params(p.Sets),
+			Params:   params(p.Sets, PrimitiveParams),
 		}
 	}
 	for _, n := range raw.Nodes {
@@ -207,7 +230,7 @@ func convert(raw *rawConfiguration) *Config {
 		if name == "" {
 			name = n.ID
 		}
-		if attrs := params(n.Sets); len(attrs) > 0 {
+		if attrs := params(n.Sets, NodeAttributeNames); len(attrs) > 0 {
 			c.NodeAttributes[name] = attrs
 		}
 	}
@@ -237,7 +260,9 @@ func attr(attrs []xml.Attr, name string) string {
 	return ""
 }
 
-func params(sets []rawNVSet) map[string]string {
+// params merges name-value sets into one map of the names in keep; every
+// other name, and its value, is left behind.
+func params(sets []rawNVSet, keep []string) map[string]string {
 	out := map[string]string{}
 	// Unconditional sets first, then rule-based ones as a fallback.
 	for _, conditional := range []bool{false, true} {
@@ -246,7 +271,7 @@ func params(sets []rawNVSet) map[string]string {
 				continue
 			}
 			for _, p := range s.Params {
-				if _, seen := out[p.Name]; !seen && p.Name != "" {
+				if _, seen := out[p.Name]; !seen && slices.Contains(keep, p.Name) {
 					out[p.Name] = p.Value
 				}
 			}

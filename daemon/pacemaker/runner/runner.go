@@ -4,6 +4,9 @@
 //
 // A hung crm_mon must never stall the agent, and a runaway one must never
 // exhaust its memory: those two properties are what this package is for.
+// A third is that the agent's own environment never reaches the tools
+// (see Environment): they run as root, and nothing the agent was started
+// with may change what they do.
 package runner
 
 import (
@@ -13,20 +16,64 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 )
 
-// Command is one program invocation. Path is run as is (looked up in PATH
-// when it has no slash); Args never pass through a shell.
+// Command is one program invocation. Path should be absolute; a bare name
+// is looked up in the fixed SearchPath, never in the agent's PATH. Args
+// never pass through a shell.
 type Command struct {
 	Path string
 	Args []string
-	// Env holds extra "KEY=value" entries appended to the agent's own
-	// environment, e.g. CIB_file for offline crm_mon.
+	// Env holds the command's own "KEY=value" entries, e.g. CIB_file for
+	// offline crm_mon, added to the fixed Environment (an entry for a key
+	// already there replaces it).
 	Env []string
 }
+
+// SearchPath is the PATH every command gets, and where a Path without a
+// slash is looked up.
+const SearchPath = "/usr/sbin:/usr/bin:/sbin:/bin"
+
+// Environment is the whole environment of every command before its own
+// Env: a fixed PATH and the C locale (stable, untranslated messages and
+// number formats), nothing inherited from the agent. The agent may have
+// been started with anything (LD_PRELOAD, PCMK_* or CIB_* variables that
+// redirect the tools, proxies, credentials), and the tools run as root.
+func Environment() []string {
+	return []string{"PATH=" + SearchPath, "LC_ALL=C"}
+}
+
+// resolve returns the program to execute for path: path itself when it
+// contains a slash, else the first executable regular file of that name
+// in SearchPath.
+func resolve(path string) (string, error) {
+	if strings.Contains(path, "/") {
+		return path, nil
+	}
+	if path == "" {
+		return "", &exec.Error{Name: path, Err: exec.ErrNotFound}
+	}
+	for _, dir := range filepath.SplitList(SearchPath) {
+		candidate := filepath.Join(dir, path)
+		fi, err := os.Stat(candidate)
+		if err == nil && fi.Mode().IsRegular() && fi.Mode().Perm()&0o111 != 0 {
+			return candidate, nil
+		}
+	}
+	return "", &exec.Error{Name: path, Err: notInSearchPath{}}
+}
+
+// notInSearchPath is exec.ErrNotFound, saying where the program was looked
+// for.
+type notInSearchPath struct{}
+
+func (notInSearchPath) Error() string { return "executable file not found in " + SearchPath }
+func (notInSearchPath) Unwrap() error { return exec.ErrNotFound }
 
 // String renders the command for logs and error messages.
 func (c Command) String() string {
@@ -102,8 +149,14 @@ func (e Exec) Run(ctx context.Context, c Command) (Result, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
-	cmd := exec.CommandContext(ctx, c.Path, c.Args...)
-	cmd.Env = append(os.Environ(), c.Env...)
+	program, err := resolve(c.Path)
+	if err != nil {
+		return Result{}, fmt.Errorf("start %s: %w", c.Path, err)
+	}
+	cmd := exec.CommandContext(ctx, program, c.Args...)
+	// Never os.Environ(): see Environment. exec drops duplicate keys,
+	// keeping the last, so the command's own entries win.
+	cmd.Env = append(Environment(), c.Env...)
 	// A process group of its own lets cancellation reach everything the
 	// tool forked, not just the direct child.
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

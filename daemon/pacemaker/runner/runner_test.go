@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -75,6 +76,88 @@ func TestExecPassesArgsEnvAndExitCode(t *testing.T) {
 	}
 	if string(res.Stderr) != "some diagnostics" {
 		t.Errorf("stderr = %q", res.Stderr)
+	}
+}
+
+// envOf runs the real /usr/bin/env as cmd and returns what it printed,
+// one "KEY=value" per line: the environment the command saw.
+func envOf(t *testing.T, cmd Command) []string {
+	t.Helper()
+	res, err := Exec{Timeout: 10 * time.Second, MaxOutput: 1 << 20}.Run(context.Background(), cmd)
+	if err != nil {
+		t.Fatalf("Run %s: %v", cmd, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("%s exited %d: %s", cmd, res.ExitCode, res.Stderr)
+	}
+	return strings.Split(strings.TrimSuffix(string(res.Stdout), "\n"), "\n")
+}
+
+// A command sees the fixed minimal environment plus its own entries, and
+// nothing of the agent's: the tools run as root, and whatever the agent
+// was started with (a planted variable, a locale, a PATH) must not reach
+// them.
+func TestExecEnvironmentIsFixed(t *testing.T) {
+	const env = "/usr/bin/env"
+	if _, err := os.Stat(env); err != nil {
+		t.Fatalf("%s: %v (coreutils)", env, err)
+	}
+	t.Setenv("ETCDLET_LEAK_CANARY", "agent-secret")
+	t.Setenv("CIB_user", "hacluster")
+	t.Setenv("LC_ALL", "de_DE.UTF-8")
+	t.Setenv("LD_PRELOAD", "/tmp/evil.so") // must not reach env either; /tmp/evil.so does not exist
+	t.Setenv("PATH", t.TempDir())
+
+	tests := []struct {
+		name string
+		env  []string
+		want []string
+	}{
+		{"no own entries", nil, []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C"}},
+		{"CIB_file", []string{"CIB_file=/var/lib/pacemaker/cib/cib.xml"},
+			[]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C", "CIB_file=/var/lib/pacemaker/cib/cib.xml"}},
+		// An own entry for a fixed key replaces it rather than doubling it.
+		{"own LC_ALL", []string{"LC_ALL=C.UTF-8", "TZ=Europe/Berlin"},
+			[]string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin", "LC_ALL=C.UTF-8", "TZ=Europe/Berlin"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := envOf(t, Command{Path: env, Env: tt.env})
+			if strings.Join(got, "\n") != strings.Join(tt.want, "\n") {
+				t.Errorf("the command saw\n  %s\nwant exactly\n  %s", strings.Join(got, "\n  "), strings.Join(tt.want, "\n  "))
+			}
+			if joined := strings.Join(got, "\n"); strings.Contains(joined, "agent-secret") || strings.Contains(joined, "hacluster") || strings.Contains(joined, "evil") {
+				t.Errorf("the agent's environment leaked into the command:\n%s", joined)
+			}
+		})
+	}
+	if got := Environment(); len(got) != 2 || got[0] != "PATH="+SearchPath || got[1] != "LC_ALL=C" {
+		t.Errorf("Environment() = %q", got)
+	}
+}
+
+// A bare program name is looked up in SearchPath, never in the agent's
+// PATH: a directory the agent's PATH names first cannot substitute a
+// program, nor supply one SearchPath does not have.
+func TestExecIgnoresTheAgentsPATH(t *testing.T) {
+	planted := t.TempDir()
+	for _, name := range []string{"env", "etcdlet-planted-tool"} {
+		if err := os.WriteFile(filepath.Join(planted, name), []byte("#!/bin/sh\necho planted\n"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Setenv("PATH", planted+":"+os.Getenv("PATH"))
+
+	got := envOf(t, Command{Path: "env"})
+	if len(got) != 2 || got[0] != "PATH="+SearchPath {
+		t.Errorf("\"env\" ran %q; want the real env from %s", got, SearchPath)
+	}
+	_, err := Exec{Timeout: 10 * time.Second}.Run(context.Background(), Command{Path: "etcdlet-planted-tool"})
+	if !errors.Is(err, exec.ErrNotFound) {
+		t.Errorf("err = %v, want ErrNotFound: a program only the agent's PATH has must not run", err)
+	}
+	if err != nil && !strings.Contains(err.Error(), SearchPath) {
+		t.Errorf("err = %v, want it to name where it looked", err)
 	}
 }
 
