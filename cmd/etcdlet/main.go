@@ -61,6 +61,7 @@ Configuration reference: docs/config.md. Examples: config/examples/.`,
 	}
 	root.AddCommand(newRunCommand(), newValidateCommand(), newStatusCommand(), newBootstrapCommand(), newAckMovesCommand(),
 		newPacemakerCommand(), newRenderCommand(), newVersionCommand())
+	root.AddCommand(newCertsCommand())
 	return root
 }
 

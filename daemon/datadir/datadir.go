@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 )
 
 // Contents is what a data dir holds of a member.
@@ -81,7 +83,7 @@ func MoveAside(dataDir string, now time.Time) (string, error) {
 	target := uniquePath(clean + MovedSuffix + now.UTC().Format(movedTimeFormat))
 	err = os.Rename(clean, target)
 	if err == nil {
-		return target, syncDir(filepath.Dir(clean))
+		return target, atomicfile.SyncDir(filepath.Dir(clean))
 	}
 	if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EXDEV) {
 		return "", fmt.Errorf("move data dir %s aside to %s: %w", dataDir, target, err)
@@ -104,7 +106,7 @@ func moveContents(dataDir string, entries []os.DirEntry, now time.Time) (string,
 			return "", fmt.Errorf("move %s aside: %w", e.Name(), err)
 		}
 	}
-	return target, syncDir(dataDir)
+	return target, atomicfile.SyncDir(dataDir)
 }
 
 func uniquePath(base string) string {
@@ -115,15 +117,6 @@ func uniquePath(base string) string {
 		}
 		path = fmt.Sprintf("%s-%d", base, i)
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }
 
 // InUse reports whether an etcd process holds the data dir: etcd's bbolt
