@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"net/netip"
 	"strings"
+
+	"github.com/etcdlet/etcdlet/config/trust"
 )
 
 // MaxMembersFileBytes bounds what etcdlet reads from a members file: a list
@@ -37,18 +39,23 @@ func ParseMembersFile(data []byte) ([]AddressEntry, Errors) {
 	var (
 		entries []AddressEntry
 		errs    Errors
+		n       int // entries, including those not kept
 	)
 	scanner := bufio.NewScanner(bytes.NewReader(data))
 	scanner.Buffer(make([]byte, 0, 4096), MaxMembersFileBytes)
 	for line := 1; scanner.Scan(); line++ {
-		text := scanner.Text()
-		if i := strings.IndexByte(text, '#'); i >= 0 {
-			text = text[:i]
+		raw := scanner.Bytes()
+		if i := bytes.IndexByte(raw, '#'); i >= 0 {
+			raw = raw[:i]
 		}
-		text = strings.TrimSpace(text)
-		if text == "" {
+		raw = bytes.TrimSpace(raw)
+		if len(raw) == 0 {
 			continue
 		}
+		if n++; n > MaxMembers {
+			continue // only counted: the list is refused as a whole below
+		}
+		text := string(raw)
 		where := fmt.Sprintf("members.file line %d", line)
 		if fields := strings.Fields(text); len(fields) > 1 {
 			errs.add(where, text, "one address per line")
@@ -59,7 +66,15 @@ func ParseMembersFile(data []byte) ([]AddressEntry, Errors) {
 	if err := scanner.Err(); err != nil {
 		errs.add("members.file", nil, "unreadable: %v", err)
 	}
+	if n > MaxMembers {
+		return nil, tooManyEntries("members.file", n)
+	}
 	return entries, errs
+}
+
+func tooManyEntries(listPath string, n int) Errors {
+	return Errors{{Path: listPath, Value: fmt.Sprintf("%d entries", n),
+		Rule: fmt.Sprintf("must have at most %d entries (etcd recommends at most 7 members: every write waits for a majority of them)", MaxMembers)}}
 }
 
 // ReadMembersFile reads and parses a members file. It never blocks (a
@@ -69,6 +84,12 @@ func ReadMembersFile(path string) ([]AddressEntry, Errors) {
 	data, err := ReadRegularFile(path, MaxMembersFileBytes)
 	if err != nil {
 		return nil, Errors{{Path: "members.file", Value: path, Rule: err.Error()}}
+	}
+	// The list decides who joins and whose data is moved aside: only root
+	// may be able to change it. Checked after the read, which names what
+	// is not a regular file, and before anything is acted on.
+	if err := trust.Check(path); err != nil {
+		return nil, Errors{{Path: "members.file", Value: path, Rule: "must be a file only root can change: " + err.Error()}}
 	}
 	return ParseMembersFile(data)
 }
@@ -80,6 +101,11 @@ func ReadMembersFile(path string) ([]AddressEntry, Errors) {
 // whole for the length rule. The returned addresses are in list order; on
 // any problem none are returned, so a bad list is never half-applied.
 func ValidateAddressList(listPath string, entries []AddressEntry, replicas *int) ([]netip.Addr, Errors) {
+	if len(entries) > MaxMembers {
+		// Nothing more is checked: a runaway list is refused as a whole,
+		// at a cost that does not grow with it.
+		return nil, tooManyEntries(listPath, len(entries))
+	}
 	var errs Errors
 	addrs := make([]netip.Addr, 0, len(entries))
 	firstSeen := map[netip.Addr]string{}
@@ -95,9 +121,9 @@ func ValidateAddressList(listPath string, entries []AddressEntry, replicas *int)
 		firstSeen[addr] = e.Where
 		addrs = append(addrs, addr)
 	}
-	// A replicas below 1 is its own error (cluster.replicas); a length rule
-	// against it would only add noise.
-	if replicas != nil && *replicas >= 1 && len(entries) != *replicas {
+	// A replicas out of range is its own error (cluster.replicas); a length
+	// rule against it would only add noise.
+	if replicas != nil && *replicas >= 1 && *replicas <= MaxMembers && len(entries) != *replicas {
 		errs.add(listPath, fmt.Sprintf("%d entries", len(entries)), "must have exactly cluster.replicas (%d) entries", *replicas)
 	}
 	if len(errs) > 0 {
@@ -140,7 +166,14 @@ func (c *Config) DesiredMembers() ([]netip.Addr, Errors) {
 		if len(errs) > 0 {
 			return nil, errs
 		}
-		return ValidateAddressList("members.file", entries, c.Cluster.Replicas)
+		addrs, errs := ValidateAddressList("members.file", entries, c.Cluster.Replicas)
+		if len(errs) == 0 {
+			c.Etcd.checkTransport(&errs, entries)
+		}
+		if len(errs) > 0 {
+			return nil, errs
+		}
+		return addrs, nil
 	default:
 		return nil, Errors{{Path: "members.source", Value: c.Members.Source, Rule: "must be static or file"}}
 	}

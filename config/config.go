@@ -108,6 +108,13 @@ type Etcd struct {
 	// flapping, and every rejoin copies the whole keyspace again.
 	MoveAsideLimit  int           `yaml:"moveAsideLimit"`
 	MoveAsideWindow time.Duration `yaml:"moveAsideWindow"`
+	// Insecure accepts plaintext etcd traffic, or TLS without client
+	// certificates, on member addresses off this host: anyone who reaches
+	// them reads every key. Warned about on every start and in status.
+	Insecure bool `yaml:"insecure,omitempty"`
+	// AllowInsecureExtraArgs names flags that weaken etcd's security
+	// (InsecureEtcdFlags) that etcd.extraArgs may set nonetheless.
+	AllowInsecureExtraArgs []string `yaml:"allowInsecureExtraArgs,omitempty"`
 }
 
 // EtcdTLS holds the certificates of the local member. When a section has a
@@ -131,8 +138,12 @@ func (f TLSFiles) Enabled() bool { return f.CertFile != "" || f.KeyFile != "" ||
 // Agent configures etcdlet itself.
 type Agent struct {
 	StateDir string `yaml:"stateDir"`
-	// Listen is the address of the agent's HTTP listener (/metrics, /healthz, /readyz).
+	// Listen is the address of the agent's HTTP listener (/metrics,
+	// /healthz, /pacemaker). Loopback only, unless ListenTLS is set.
 	Listen string `yaml:"listen"`
+	// ListenTLS makes the agent listener serve https and require client
+	// certificates signed by its caFile; needed for a non-loopback listen.
+	ListenTLS TLSFiles `yaml:"listenTLS,omitempty"`
 	// EtcdClientTLS is what etcdlet presents when it calls etcd. Defaults to
 	// etcd.tls.client's certificate and key, trusting etcd.tls.client's CA.
 	EtcdClientTLS TLSFiles `yaml:"etcdClientTLS,omitempty"`

@@ -16,10 +16,18 @@ members:
   addresses: [192.0.2.1, 192.0.2.2, 192.0.2.3]
 `
 
+// parseAndValidate returns the problems of a configuration. The cases of
+// other rules run on a node whose etcd traffic is secured, as every real
+// node's is: when the YAML configures no etcd TLS and does not opt out, it
+// gets kubeadm's certificate paths. TestTransportSecurity tests that rule.
 func parseAndValidate(t *testing.T, yaml string) []string {
 	t.Helper()
 	cfg, err := Parse([]byte(yaml))
 	if err == nil {
+		if e := &cfg.Etcd; !e.TLS.Client.Enabled() && !e.TLS.Peer.Enabled() && !e.Insecure {
+			e.TLS.Client = TLSFiles{CertFile: "/etc/kubernetes/pki/etcd/server.crt", KeyFile: "/etc/kubernetes/pki/etcd/server.key", CAFile: "/etc/kubernetes/pki/etcd/ca.crt"}
+			e.TLS.Peer = TLSFiles{CertFile: "/etc/kubernetes/pki/etcd/peer.crt", KeyFile: "/etc/kubernetes/pki/etcd/peer.key", CAFile: "/etc/kubernetes/pki/etcd/ca.crt"}
+		}
 		err = cfg.Validate()
 	}
 	if err == nil {
@@ -45,7 +53,7 @@ func TestValidationRules(t *testing.T) {
 			"members.source: required: static or file",
 		}},
 		{"unknown field", base + "etcd:\n  datadir: /x\n", []string{
-			"etcd.datadir: unknown field (line 7); known fields here: clientPort, dataDir, dataDirMustBeMount, extraArgs, listenMetricsURL, logLevel, moveAsideLimit, moveAsideWindow, peerPort, runtime, tls",
+			"etcd.datadir: unknown field (line 7); known fields here: allowInsecureExtraArgs, clientPort, dataDir, dataDirMustBeMount, extraArgs, insecure, listenMetricsURL, logLevel, moveAsideLimit, moveAsideWindow, peerPort, runtime, tls",
 		}},
 		{"duplicate key", base + "cluster:\n  name: other\n", []string{
 			"cluster: defined twice (lines 1 and 6)",
@@ -60,7 +68,7 @@ func TestValidationRules(t *testing.T) {
 			`cluster.name: "Etcd_Main": must be at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit`,
 		}},
 		{"replicas below one", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  replicas: 0", 1), []string{
-			"cluster.replicas: 0: must be at least 1 when set",
+			"cluster.replicas: 0: must be between 1 and 9 when set (etcd recommends at most 7 members)",
 		}},
 		{"replicas differ from list", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  replicas: 5", 1), []string{
 			`members.addresses: "3 entries": must have exactly cluster.replicas (5) entries`,
@@ -112,6 +120,7 @@ func TestValidationRules(t *testing.T) {
 			"etcd.tls.client: certFile and keyFile must be set together",
 			"etcd.tls.peer: certFile and keyFile must be set together",
 			`etcd.tls.peer.caFile: "pki/ca.crt": must be an absolute path`,
+			`members.addresses[0]: "192.0.2.1": ` + transportRule("etcd.tls.client and etcd.tls.peer"),
 		}},
 		{"extra args owned by etcdlet", base + "etcd:\n  extraArgs:\n    name: x\n    initial-cluster: a=b\n    --snapshot-count: '5'\n    snapshot-count: '10000'\n", []string{
 			`etcd.extraArgs.--snapshot-count: "5": must be an etcd flag name without leading dashes, e.g. snapshot-count`,
@@ -155,11 +164,11 @@ func TestValidationRules(t *testing.T) {
 		{"agent listen host", base + "agent:\n  listen: example.com:9479\n", []string{
 			`agent.listen: "example.com:9479": host must be an IP address or localhost`,
 		}},
-		{"metrics https needs client TLS", base + "etcd:\n  listenMetricsURL: https://127.0.0.1:2381\n", []string{
+		{"metrics https needs client TLS", base + "etcd:\n  insecure: true\n  listenMetricsURL: https://127.0.0.1:2381\n", []string{
 			`etcd.listenMetricsURL: "https://127.0.0.1:2381": https needs etcd.tls.client: etcd serves https metrics with the client certificate`,
 		}},
-		{"metrics https with client TLS", base + "etcd:\n  listenMetricsURL: https://127.0.0.1:2381\n  tls:\n    client:\n      certFile: /pki/server.crt\n      keyFile: /pki/server.key\n", nil},
-		{"metrics https with peer TLS only", base + "etcd:\n  listenMetricsURL: https://127.0.0.1:2381\n  tls:\n    peer:\n      certFile: /pki/peer.crt\n      keyFile: /pki/peer.key\n", []string{
+		{"metrics https with client TLS", base + "etcd:\n  insecure: true\n  listenMetricsURL: https://127.0.0.1:2381\n  tls:\n    client:\n      certFile: /pki/server.crt\n      keyFile: /pki/server.key\n", nil},
+		{"metrics https with peer TLS only", base + "etcd:\n  insecure: true\n  listenMetricsURL: https://127.0.0.1:2381\n  tls:\n    peer:\n      certFile: /pki/peer.crt\n      keyFile: /pki/peer.key\n", []string{
 			`etcd.listenMetricsURL: "https://127.0.0.1:2381": https needs etcd.tls.client: etcd serves https metrics with the client certificate`,
 		}},
 		{"metrics port out of range", base + "etcd:\n  listenMetricsURL: http://127.0.0.1:99999\n", []string{
@@ -171,16 +180,16 @@ func TestValidationRules(t *testing.T) {
 		{"metrics on the client loopback listener", base + "etcd:\n  listenMetricsURL: http://127.0.0.1:2379\n", []string{
 			`etcd.listenMetricsURL: "http://127.0.0.1:2379": must not overlap the etcd client listener 127.0.0.1:2379: no two listeners may use the same port on the same address or a wildcard one`,
 		}},
-		{"metrics on the member IP client listener", base + "node:\n  address: 192.0.2.2\netcd:\n  clientPort: 2381\n  listenMetricsURL: http://192.0.2.2:2381\n", []string{
-			`etcd.listenMetricsURL: "http://192.0.2.2:2381": must not overlap the etcd client listener 192.0.2.2:2381: no two listeners may use the same port on the same address or a wildcard one`,
+		{"metrics on the member IP client listener", base + "node:\n  address: 192.0.2.2\netcd:\n  clientPort: 2381\n  listenMetricsURL: https://192.0.2.2:2381\n", []string{
+			`etcd.listenMetricsURL: "https://192.0.2.2:2381": must not overlap the etcd client listener 192.0.2.2:2381: no two listeners may use the same port on the same address or a wildcard one`,
 		}},
-		{"metrics wildcard on the peer port", base + "etcd:\n  listenMetricsURL: http://0.0.0.0:2380\n", []string{
-			`etcd.listenMetricsURL: "http://0.0.0.0:2380": must not overlap the etcd peer listener 192.0.2.1:2380: no two listeners may use the same port on the same address or a wildcard one`,
+		{"metrics wildcard on the peer port", base + "etcd:\n  listenMetricsURL: https://0.0.0.0:2380\n", []string{
+			`etcd.listenMetricsURL: "https://0.0.0.0:2380": must not overlap the etcd peer listener 192.0.2.1:2380: no two listeners may use the same port on the same address or a wildcard one`,
 		}},
-		{"IPv6 wildcard covers IPv4 members", base + "etcd:\n  listenMetricsURL: http://[::]:2379\n", []string{
-			`etcd.listenMetricsURL: "http://[::]:2379": must not overlap the etcd client listener 192.0.2.1:2379: no two listeners may use the same port on the same address or a wildcard one`,
+		{"IPv6 wildcard covers IPv4 members", base + "etcd:\n  listenMetricsURL: https://[::]:2379\n", []string{
+			`etcd.listenMetricsURL: "https://[::]:2379": must not overlap the etcd client listener 192.0.2.1:2379: no two listeners may use the same port on the same address or a wildcard one`,
 		}},
-		{"IPv4 wildcard leaves IPv6 members alone", strings.Replace(base, "192.0.2.1, 192.0.2.2, 192.0.2.3", "2001:db8::1", 1) + "etcd:\n  listenMetricsURL: http://0.0.0.0:2380\n", nil},
+		{"IPv4 wildcard leaves IPv6 members alone", strings.Replace(base, "192.0.2.1, 192.0.2.2, 192.0.2.3", "2001:db8::1", 1) + "etcd:\n  listenMetricsURL: https://0.0.0.0:2380\n", nil},
 		{"agent on the metrics listener", base + "agent:\n  listen: 127.0.0.1:2381\n", []string{
 			`agent.listen: "127.0.0.1:2381": must not overlap the etcd metrics listener 127.0.0.1:2381: no two listeners may use the same port on the same address or a wildcard one`,
 		}},
@@ -189,19 +198,21 @@ func TestValidationRules(t *testing.T) {
 		}},
 		{"agent on the peer listener", base + "node:\n  address: 192.0.2.3\nagent:\n  listen: 192.0.2.3:2380\n", []string{
 			`agent.listen: "192.0.2.3:2380": must not overlap the etcd peer listener 192.0.2.3:2380: no two listeners may use the same port on the same address or a wildcard one`,
+			`agent.listen: "192.0.2.3:2380": ` + agentListenRule,
 		}},
 		{"agent wildcard on the metrics port", base + "agent:\n  listen: '[::]:2381'\n", []string{
 			`agent.listen: "[::]:2381": must not overlap the etcd metrics listener 127.0.0.1:2381: no two listeners may use the same port on the same address or a wildcard one`,
+			`agent.listen: "[::]:2381": ` + agentListenRule,
 		}},
-		{"unknown member IP under a wildcard", "cluster:\n  name: etcd-main\nmembers:\n  source: file\n  file: /m\netcd:\n  listenMetricsURL: http://[::]:2380\n", []string{
-			`etcd.listenMetricsURL: "http://[::]:2380": must not overlap the etcd peer listener <member IP>:2380: no two listeners may use the same port on the same address or a wildcard one`,
+		{"unknown member IP under a wildcard", "cluster:\n  name: etcd-main\nmembers:\n  source: file\n  file: /m\netcd:\n  listenMetricsURL: https://[::]:2380\n", []string{
+			`etcd.listenMetricsURL: "https://[::]:2380": must not overlap the etcd peer listener <member IP>:2380: no two listeners may use the same port on the same address or a wildcard one`,
 		}},
 		{"a loopback member listens for clients on its own IP only", "cluster:\n  name: etcd-main\nmembers:\n  source: static\n  addresses: [127.0.0.2, 127.0.0.3]\nnode:\n  address: 127.0.0.2\netcd:\n  listenMetricsURL: http://127.0.0.1:2379\nagent:\n  listen: 127.0.0.3:2380\n", nil},
 		{"agent port 0 never overlaps", base + "agent:\n  listen: 127.0.0.1:0\n", nil},
 		{"agent peer endpoint on the etcd peer port", base + "node:\n  address: 192.0.2.3\nagent:\n  peerPort: 2380\n", []string{
 			`agent.peerPort: 2380: must not overlap the etcd peer listener 192.0.2.3:2380: no two listeners may use the same port on the same address or a wildcard one`,
 		}},
-		{"metrics wildcard on the agent peer port", base + "etcd:\n  listenMetricsURL: http://0.0.0.0:2382\n", []string{
+		{"metrics wildcard on the agent peer port", base + "etcd:\n  listenMetricsURL: https://0.0.0.0:2382\n", []string{
 			`agent.peerPort: 2382: must not overlap the etcd metrics listener 0.0.0.0:2382: no two listeners may use the same port on the same address or a wildcard one`,
 		}},
 		{"learner timeout too short", base + "agent:\n  learnerTimeout: 1s\n", []string{

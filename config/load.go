@@ -3,21 +3,36 @@ package config
 import (
 	"fmt"
 	"maps"
-	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/etcdlet/etcdlet/config/trust"
 )
+
+// MaxConfigBytes bounds what is read of a configuration file: a real one
+// is a few KiB.
+const MaxConfigBytes = 1 << 20
 
 // Load reads, strictly decodes, defaults and validates a configuration
 // file. On failure the error is an Errors list with every problem found.
+// The file must be one only root can change (see package trust): it picks
+// the programs etcdlet runs and the image of the etcd pod.
 func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+	abs, err := filepath.Abs(path)
 	if err != nil {
-		return nil, fmt.Errorf("read config: %w", err)
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	data, err := ReadRegularFile(abs, MaxConfigBytes)
+	if err != nil {
+		return nil, fmt.Errorf("read config %s: %w", path, err)
+	}
+	if err := trust.Check(abs); err != nil {
+		return nil, fmt.Errorf("config file %w", err)
 	}
 	cfg, err := Parse(data)
 	if err != nil {

@@ -12,7 +12,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
+
+	"github.com/etcdlet/etcdlet/config/trust"
 )
 
 var (
@@ -96,6 +99,7 @@ func (c *Config) Validate() error {
 	c.Protection.validate(&errs)
 	c.validateAgent(&errs)
 	c.checkListeners(&errs)
+	c.validateSecurity(&errs)
 	c.Pacemaker.validate(&errs)
 	return errs.Err()
 }
@@ -107,8 +111,8 @@ func (c *Config) validateCluster(errs *Errors) {
 	case len(name) > 63 || !clusterNamePattern.MatchString(name):
 		errs.add("cluster.name", name, "must be at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
 	}
-	if r := c.Cluster.Replicas; r != nil && *r < 1 {
-		errs.add("cluster.replicas", *r, "must be at least 1 when set")
+	if r := c.Cluster.Replicas; r != nil && (*r < 1 || *r > MaxMembers) {
+		errs.add("cluster.replicas", *r, "must be between 1 and %d when set (etcd recommends at most 7 members)", MaxMembers)
 	}
 	if t := c.Cluster.Token; t != "" && strings.ContainsAny(t, " \t\n,=") {
 		errs.add("cluster.token", t, "must not contain spaces, ',' or '='")
@@ -291,25 +295,62 @@ func checkTLSFiles(errs *Errors, path string, f TLSFiles) {
 	}
 }
 
-// CheckFiles checks that the files the configuration names can be read on
-// this host (TLS certificates and keys). It is separate from Validate so
-// that a configuration can be checked on another machine than the node.
+// CheckFiles checks the files the configuration names on this host: the
+// TLS certificates and keys can be read, private keys are not readable by
+// others, and every file that decides what etcdlet trusts or runs (the
+// certificates, the pacemaker programs and inputs) can only have been
+// written by root (package trust). It is separate from Validate so that a
+// configuration can be checked on another machine than the node.
 func (c *Config) CheckFiles() error {
 	var errs Errors
 	for _, section := range []struct {
 		path  string
 		files TLSFiles
-	}{{"etcd.tls.client", c.Etcd.TLS.Client}, {"etcd.tls.peer", c.Etcd.TLS.Peer}, {"agent.etcdClientTLS", c.Agent.EtcdClientTLS}} {
+	}{{"etcd.tls.client", c.Etcd.TLS.Client}, {"etcd.tls.peer", c.Etcd.TLS.Peer}, {"agent.etcdClientTLS", c.Agent.EtcdClientTLS}, {"agent.listenTLS", c.Agent.ListenTLS}} {
 		for _, file := range []struct{ field, value string }{{"certFile", section.files.CertFile}, {"keyFile", section.files.KeyFile}, {"caFile", section.files.CAFile}} {
 			if file.value == "" || !filepath.IsAbs(file.value) {
 				continue // Validate reports a relative path
 			}
-			if f, err := os.Open(file.value); err != nil {
-				errs.add(section.path+"."+file.field, file.value, "cannot be read: %v", err)
-			} else {
-				f.Close()
+			checkTrustedFile(&errs, section.path+"."+file.field, file.value, file.field == "keyFile")
+		}
+	}
+	if p := c.Pacemaker; p.Enabled {
+		for _, file := range []struct{ field, value string }{
+			{"pacemaker.crmMon", p.CrmMon}, {"pacemaker.cibadmin", p.Cibadmin}, {"pacemaker.corosyncCmapctl", p.CorosyncCmapctl},
+			{"pacemaker.cibFile", p.CIBFile}, {"pacemaker.corosyncConf", p.CorosyncConf},
+		} {
+			if file.value != "" && filepath.IsAbs(file.value) {
+				checkTrustedFile(&errs, file.field, file.value, false)
 			}
 		}
 	}
 	return errs.Err()
+}
+
+// checkTrustedFile reports a file that cannot be opened, that someone
+// other than root could change, or, for a private key, that others can
+// read.
+func checkTrustedFile(errs *Errors, field, path string, private bool) {
+	// Non-blocking: opening a named pipe must not hang the check.
+	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	if err != nil {
+		errs.add(field, path, "cannot be read: %v", err)
+		return
+	}
+	fi, err := f.Stat()
+	f.Close()
+	if err != nil {
+		errs.add(field, path, "cannot be read: %v", err)
+		return
+	}
+	if err := CheckRegular(fi.Mode()); err != nil {
+		errs.add(field, path, "%v", err)
+		return
+	}
+	if err := trust.Check(path); err != nil {
+		errs.add(field, path, "must be a file only root can change: %v", err)
+	}
+	if perm := fi.Mode().Perm(); private && perm&0o004 != 0 {
+		errs.add(field, path, "is readable by others (mode %04o): a private key must not be (chmod o-r %s)", perm, path)
+	}
 }

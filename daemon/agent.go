@@ -98,9 +98,9 @@ func New(cfg *config.Config, log *slog.Logger) (*Agent, error) {
 		}
 		a.pacemaker = &pacemakerHealth{collector: collector}
 	}
-	if a.listener, err = net.Listen("tcp", cfg.Agent.Listen); err != nil {
+	if a.listener, err = listenAgent(cfg.Agent); err != nil {
 		pool.Close()
-		return nil, fmt.Errorf("agent.listen %s: %w", cfg.Agent.Listen, err)
+		return nil, err
 	}
 	return a, nil
 }
@@ -121,7 +121,12 @@ func (a *Agent) Reload(ctx context.Context, cfg *config.Config) error {
 // Run runs the loop until ctx ends, then stops the local member.
 func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("etcdlet agent starting", "cluster", a.cfg.Cluster.Name, "runtime", a.cfg.Etcd.Runtime,
-		"dataDir", a.cfg.Etcd.DataDir, "stateDir", a.cfg.Agent.StateDir, "listen", a.listener.Addr().String())
+		"dataDir", a.cfg.Etcd.DataDir, "stateDir", a.cfg.Agent.StateDir, "listen", a.listener.Addr().String(),
+		"listenTLS", a.cfg.Agent.ListenTLS.Enabled())
+	// Every start says so, so that an opt-out never goes unnoticed.
+	for _, w := range a.cfg.SecurityWarnings() {
+		a.log.Warn("insecure configuration: " + w)
+	}
 	var wg sync.WaitGroup
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()

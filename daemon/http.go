@@ -1,13 +1,38 @@
 package daemon
 
 import (
+	"crypto/tls"
 	"fmt"
+	"net"
 	"net/http"
 	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+
+	"github.com/etcdlet/etcdlet/config"
 )
+
+// listenAgent binds the agent listener. With agent.listenTLS it serves
+// https and accepts only clients with a certificate signed by its CA
+// (validation requires the CA, and requires listenTLS off loopback).
+func listenAgent(a config.Agent) (net.Listener, error) {
+	l, err := net.Listen("tcp", a.Listen)
+	if err != nil {
+		return nil, fmt.Errorf("agent.listen %s: %w", a.Listen, err)
+	}
+	if !a.ListenTLS.Enabled() {
+		return l, nil
+	}
+	f := a.ListenTLS
+	tlsConfig, err := transport.TLSInfo{CertFile: f.CertFile, KeyFile: f.KeyFile, TrustedCAFile: f.CAFile, ClientCertAuth: true}.ServerConfig()
+	if err != nil {
+		l.Close()
+		return nil, fmt.Errorf("agent.listenTLS: %w", err)
+	}
+	return tls.NewListener(l, tlsConfig), nil
+}
 
 // healthState is what /healthz reports: the loop is alive when a pass
 // finished recently.
@@ -31,7 +56,9 @@ func (h *healthState) since() (time.Duration, bool) {
 	return time.Since(h.lastPass), true
 }
 
-// serveHTTP serves /metrics, /healthz and /pacemaker on the agent listener.
+// serveHTTP serves /metrics, /healthz and /pacemaker on the agent listener
+// (https with client certificates when agent.listenTLS is set: see
+// listenAgent).
 func (a *Agent) serveHTTP(wg *sync.WaitGroup) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(a.metrics.Registry, promhttp.HandlerOpts{}))
@@ -50,7 +77,10 @@ func (a *Agent) serveHTTP(wg *sync.WaitGroup) *http.Server {
 		}
 	})
 	mux.HandleFunc("GET /pacemaker", a.servePacemaker)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	// Timeouts, so that a slow or idle client cannot hold connections open:
+	// every answer here is small and made at once.
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
 	wg.Go(func() {
 		if err := srv.Serve(a.listener); err != nil && err != http.ErrServerClosed {
 			a.log.Error("agent HTTP listener stopped", "error", err)

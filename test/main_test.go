@@ -63,6 +63,8 @@ const (
 	netFlapping
 	netMount
 	netCorrupt
+	netPeerAuth
+	netCertsIssue
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

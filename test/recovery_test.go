@@ -10,7 +10,6 @@ import (
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlet/etcdlet/test/harness"
 )
@@ -193,11 +192,7 @@ func TestACorruptMemberIsReplaced(t *testing.T) {
 			corrupt = m.ID
 		}
 	}
-	one, err := clientv3.New(clientv3.Config{Endpoints: []string{c.ClientURL(1)}, DialTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer one.Close()
+	one := c.ClientOf(1)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	_, err = pb.NewMaintenanceClient(one.ActiveConnection()).Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_ACTIVATE, MemberID: corrupt, Alarm: pb.AlarmType_CORRUPT})
 	cancel()

@@ -2,7 +2,6 @@ package test
 
 import (
 	"fmt"
-	"net"
 	"os"
 	"strings"
 	"syscall"
@@ -131,42 +130,6 @@ func waitPasses(t *testing.T, c *harness.Cluster, ns []int, k float64) {
 		}
 		return nil
 	})
-}
-
-// With TLS configured, peer and client traffic use https and a client
-// without a certificate is refused.
-func TestTLS(t *testing.T) {
-	t.Parallel()
-	// On loopback the kernel connects from 127.0.0.1, and etcd checks a
-	// peer's source address against its certificate; real hosts connect
-	// from their member IP.
-	ips := []net.IP{net.ParseIP("127.0.0.1")}
-	for n := 1; n <= 9; n++ {
-		ips = append(ips, net.ParseIP(fmt.Sprintf("127.0.%d.%d", netTLS, n)))
-	}
-	files, err := harness.GenerateTLS(t.TempDir(), ips)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, cli := startCluster(t, netTLS, 3, func(o *harness.Options) { o.TLS = files })
-	c.Start(4)
-	c.WriteMembers(1, 2, 3, 4)
-	c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
-
-	members, err := c.MemberList(cli)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range members {
-		for _, u := range append(m.PeerURLs, m.ClientURLs...) {
-			if !strings.HasPrefix(u, "https://") {
-				t.Errorf("member %s has a plain-text URL %s", m.Name, u)
-			}
-		}
-	}
-	if err := plainClientRefused(c.ClientURL(1), files.CA); err != nil {
-		t.Error(err)
-	}
 }
 
 // The whole cluster stopped (SIGTERM) and later killed (SIGKILL) at once

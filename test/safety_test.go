@@ -73,8 +73,10 @@ func TestForeignClusterOnAListedAddress(t *testing.T) {
 	// other one.
 	cli := c.ClientOf(1, 2, 3)
 	w := c.StartWriter(cli)
-	// A one-member cluster of its own on address 4, on the same ports.
-	foreign := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netForeign, Ports: &c.Ports})
+	// A one-member cluster of its own on address 4, on the same ports,
+	// with certificates from the same CA: the case TLS does not catch (a
+	// CA shared by several clusters); with another CA the handshake fails.
+	foreign := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netForeign, Ports: &c.Ports, TLS: c.Opts.TLS})
 	foreign.WriteMembers(4)
 	foreign.Start(4)
 	fcli := foreign.ClientOf(4)
@@ -126,11 +128,7 @@ func TestAnAlarmMarksOnlyItsMember(t *testing.T) {
 		}
 	})
 	// Fill member 1's backend through its own endpoint until it refuses.
-	one, err := clientv3.New(clientv3.Config{Endpoints: []string{c.ClientURL(1)}, DialTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer one.Close()
+	one := c.ClientOf(1)
 	value := strings.Repeat("x", 256<<10)
 	harness.Eventually(t, convergeTimeout, "member 1 raises NOSPACE", func() error {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -84,6 +84,7 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 			return statusreport.Report{}, fmt.Errorf("member list:\n%w", snap.ListErr)
 		}
 		report := statusreport.FromSnapshot(cfg.Cluster.Name, snap)
+		report.Insecure = cfg.SecurityWarnings()
 		if report.Converged || !time.Now().Before(deadline) {
 			return report, nil
 		}

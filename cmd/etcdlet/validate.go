@@ -21,8 +21,15 @@ read, the member list (static or the members file:
 valid IPs in canonical form, no duplicates, exactly cluster.replicas entries
 when set) and the etcd flags in etcd.extraArgs.
 
+It also checks that the files the configuration names on this host (the
+configuration itself, the members file, certificates and keys, pacemaker
+programs) can only be changed by root, and that private keys are not
+readable by others: see docs/config.md, "Secure by default".
+
 Prints one line per problem, "<field>: <value>: <rule>", and exits 1 if
-there is any; prints a summary and exits 0 otherwise.`,
+there is any; prints a summary and exits 0 otherwise, followed by an
+"INSECURE:" line for each setting that opts out of a security default
+(etcd.insecure, etcd.allowInsecureExtraArgs).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			problems, cfg, err := validateFile(path)
@@ -38,6 +45,9 @@ there is any; prints a summary and exits 0 otherwise.`,
 			}
 			addrs, _ := cfg.DesiredMembers()
 			fmt.Fprintf(out, "%s: valid; cluster %s, %d listed members, runtime %s\n", path, cfg.Cluster.Name, len(addrs), cfg.Etcd.Runtime)
+			for _, w := range cfg.SecurityWarnings() {
+				fmt.Fprintf(out, "INSECURE: %s\n", w)
+			}
 			return nil
 		},
 	}

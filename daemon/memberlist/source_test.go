@@ -14,8 +14,12 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 )
 
+// fileConfig is a node with secured etcd traffic (the certificate files
+// are not read here), so lists of any address are accepted.
 func fileConfig(path string, replicas int) *config.Config {
 	cfg := &config.Config{Members: config.Members{Source: config.SourceFile, File: path}}
+	cfg.Etcd.TLS.Client = config.TLSFiles{CertFile: "/pki/server.crt", KeyFile: "/pki/server.key", CAFile: "/pki/ca.crt"}
+	cfg.Etcd.TLS.Peer = config.TLSFiles{CertFile: "/pki/peer.crt", KeyFile: "/pki/peer.key", CAFile: "/pki/ca.crt"}
 	if replicas > 0 {
 		cfg.Cluster.Replicas = &replicas
 	}

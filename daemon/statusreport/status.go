@@ -33,6 +33,9 @@ type Report struct {
 	Local *Local `json:"local,omitempty"`
 	// Converged: the members are exactly the list, all voting and healthy.
 	Converged bool `json:"converged"`
+	// Insecure lists the settings that make this node less secure than
+	// etcdlet's defaults (config.SecurityWarnings).
+	Insecure []string `json:"insecure,omitempty"`
 }
 
 // Row is one desired or actual member.
@@ -187,6 +190,9 @@ func WriteTable(w io.Writer, r Report) error {
 		id = "unknown"
 	}
 	fmt.Fprintf(w, "cluster %s (ID %s)\n\n", r.Cluster, id)
+	for _, warning := range r.Insecure {
+		fmt.Fprintf(w, "INSECURE: %s\n\n", warning)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tIP\tMEMBER ID\tROLE\tHEALTH\tDB SIZE\tRAFT INDEX\tIN LIST")
 	for _, m := range r.Members {

@@ -86,3 +86,25 @@ func TestConvergedAndUnreachable(t *testing.T) {
 		t.Errorf("plan of an unhealthy cluster = %+v", sick.Plan)
 	}
 }
+
+// An insecure setting heads the report, above the members, where an
+// operator cannot miss it, and is in the JSON.
+func TestInsecureSettingsHeadTheReport(t *testing.T) {
+	r := Build("etcd-main", nil, membership.View{Reached: true})
+	r.Insecure = []string{"etcd.insecure is set: plaintext"}
+	var out bytes.Buffer
+	if err := WriteTable(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	const head = "cluster etcd-main (ID unknown)\n\nINSECURE: etcd.insecure is set: plaintext\n\nNAME"
+	if !bytes.HasPrefix(out.Bytes(), []byte(head)) {
+		t.Errorf("table:\n%s\nwant it to start:\n%s", out.String(), head)
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, r); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(js.Bytes(), []byte(`"insecure": [`)) {
+		t.Errorf("JSON has no insecure list:\n%s", js.String())
+	}
+}

@@ -129,7 +129,8 @@ func clientURLs(c *harness.Cluster) []string {
 // cost of the three members' agents (each an agent with its etcd member
 // in-process).
 func measureAgents(t *tb, binary, dir string, runs int, idle time.Duration) (membershipFigures, usage) {
-	c := harness.NewCluster(t, binary, dir, harness.Options{Net: netAgents, Defaults: true})
+	c := harness.NewCluster(t, binary, dir, harness.Options{Net: netAgents, Defaults: true,
+		Insecure: "measured against a floor of plain embedded etcd, so TLS would weigh on one side only"})
 	c.WriteMembers(1, 2, 3)
 	for n := 1; n <= nodes; n++ {
 		c.WriteConfig(n)

@@ -170,7 +170,7 @@ func (f *floorCluster) spec(n int, initialCluster, state string, iteration int) 
 func measureFloor(t *tb, dir string, runs int, idle time.Duration) (membershipFigures, usage) {
 	self, err := os.Executable()
 	t.check(err, "find the benchmark's own executable")
-	c := harness.NewCluster(t, "", dir, harness.Options{Net: netFloor})
+	c := harness.NewCluster(t, "", dir, harness.Options{Net: netFloor, Insecure: "the floor is plain embedded etcd"})
 	f := &floorCluster{t: t, self: self, c: c, procs: map[int]*floorMember{}, ids: map[int]uint64{}, clients: map[int]*clientv3.Client{},
 		scheme: identity.Scheme{Cluster: "etcd-main", PeerScheme: "http", ClientScheme: "http", PeerPort: c.Ports.Peer, ClientPort: c.Ports.Client}}
 

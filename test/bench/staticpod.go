@@ -149,7 +149,8 @@ func awaitReady(t *tb, conn *net.UnixConn) {
 // under the kubelet, as on a real node) and measures the same etcd
 // processes again without them: what the agent adds to etcd's own cost.
 func measureStaticPodIdle(t *tb, binary, dir string, idle time.Duration, f *staticPodFigures) {
-	c := harness.NewCluster(t, binary, dir, harness.Options{Net: netStaticPod, StaticPod: harness.EtcdBinary(t), Defaults: true})
+	c := harness.NewCluster(t, binary, dir, harness.Options{Net: netStaticPod, StaticPod: harness.EtcdBinary(t), Defaults: true,
+		Insecure: "the figures compare with the embedded runtime's, measured without TLS"})
 	c.WriteMembers(1, 2, 3)
 	for n := 1; n <= 3; n++ {
 		c.WriteConfig(n)

@@ -174,7 +174,7 @@ func (a *Agent) CountLog(msg string, attrs map[string]string) int {
 
 // Get fetches a path from the agent's HTTP listener.
 func (a *Agent) Get(path string) (int, []byte, error) {
-	url := fmt.Sprintf("http://%s%s", net.JoinHostPort(a.c.IP(a.N), strconv.Itoa(a.c.Ports.Agent)), path)
+	url := fmt.Sprintf("http://%s%s", net.JoinHostPort(a.c.LocalIP(a.N), strconv.Itoa(a.c.Ports.Agent)), path)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)

@@ -22,6 +22,8 @@ import (
 // address of a cluster, and a client certificate.
 type TLSFiles struct {
 	CA, ServerCert, ServerKey, ClientCert, ClientKey string
+	// CAKey is the CA's private key, for tests that issue more.
+	CAKey string
 }
 
 // ClientConfig is a TLS client config presenting the client certificate.
@@ -49,8 +51,15 @@ func GenerateTLS(dir string, ips []net.IP) (*TLSFiles, error) {
 		return nil, err
 	}
 	caCert, _ := x509.ParseCertificate(caDER)
-	f := &TLSFiles{CA: filepath.Join(dir, "ca.crt")}
+	f := &TLSFiles{CA: filepath.Join(dir, "ca.crt"), CAKey: filepath.Join(dir, "ca.key")}
 	if err := writePEM(f.CA, "CERTIFICATE", caDER); err != nil {
+		return nil, err
+	}
+	caKeyDER, err := x509.MarshalECPrivateKey(caKey)
+	if err != nil {
+		return nil, err
+	}
+	if err := writePEM(f.CAKey, "EC PRIVATE KEY", caKeyDER); err != nil {
 		return nil, err
 	}
 	issue := func(name string, serial int64, usage []x509.ExtKeyUsage, ips []net.IP) (string, string, error) {

@@ -64,8 +64,14 @@ type Options struct {
 	Net int
 	// Replicas sets cluster.replicas when non-zero.
 	Replicas int
-	// TLS, when set, configures https for peer and client traffic.
+	// TLS, when set, gives the certificates for peer and client traffic.
+	// Without it (and without Insecure), NewCluster issues a CA and
+	// certificates for every address of the cluster: every test cluster is
+	// secured, as etcdlet requires off loopback.
 	TLS *TLSFiles
+	// Insecure, when set, runs the cluster without TLS; it says why the
+	// test needs plaintext. Off loopback it sets etcd.insecure.
+	Insecure string
 	// ReconcileInterval defaults to 2s.
 	ReconcileInterval time.Duration
 	// Defaults runs the agents with etcdlet's own defaults for the agent
@@ -128,6 +134,17 @@ func NewCluster(t TB, binary, dir string, opts Options) *Cluster {
 		t.Fatalf("%v", err)
 	}
 	c := &Cluster{t: t, Binary: binary, Dir: dir, Opts: opts, Members: filepath.Join(dir, "members"), agents: map[int]*Agent{}, kubelets: map[int]*Kubelet{}}
+	if opts.TLS == nil && opts.Insecure == "" {
+		ips := []net.IP{net.IPv4(127, 0, 0, 1), net.IPv6loopback}
+		for n := 1; n <= 9; n++ {
+			ips = append(ips, net.ParseIP(c.IP(n)))
+		}
+		files, err := GenerateTLS(filepath.Join(dir, "pki"), ips)
+		if err != nil {
+			t.Fatalf("issue test certificates: %v", err)
+		}
+		c.Opts.TLS = files
+	}
 	if opts.Ports != nil {
 		c.Ports = *opts.Ports
 	} else {
@@ -148,6 +165,28 @@ func (c *Cluster) IP(n int) string {
 		return c.Opts.Addr(n)
 	}
 	return fmt.Sprintf("127.0.%d.%d", c.Opts.Net, n)
+}
+
+// LocalIP is where agent n's metrics and agent listeners are: its own
+// address when that is a loopback address (several agents share the
+// host's loopback), else 127.0.0.1, inside the agent's own network
+// namespace, as etcdlet requires of listeners without client certificates.
+func (c *Cluster) LocalIP(n int) string {
+	if ip := net.ParseIP(c.IP(n)); ip != nil && ip.IsLoopback() {
+		return c.IP(n)
+	}
+	return "127.0.0.1"
+}
+
+// loopback reports whether every address the cluster may use is a
+// loopback address.
+func (c *Cluster) loopback() bool {
+	for n := 1; n <= 9; n++ {
+		if ip := net.ParseIP(c.IP(n)); ip == nil || !ip.IsLoopback() {
+			return false
+		}
+	}
+	return true
 }
 
 // Name is agent n's member name.
@@ -230,7 +269,7 @@ func (c *Cluster) WriteConfig(n int) {
 		fmt.Fprintf(&b, "staticPod:\n  manifestDir: %s\n", c.ManifestDir(n))
 	}
 	fmt.Fprintf(&b, "etcd:\n  dataDir: %s\n  clientPort: %d\n  peerPort: %d\n  listenMetricsURL: http://%s\n  logLevel: warn\n",
-		c.DataDir(n), c.Ports.Client, c.Ports.Peer, net.JoinHostPort(c.IP(n), strconv.Itoa(c.Ports.Metrics)))
+		c.DataDir(n), c.Ports.Client, c.Ports.Peer, net.JoinHostPort(c.LocalIP(n), strconv.Itoa(c.Ports.Metrics)))
 	if c.Opts.StaticPod != "" {
 		b.WriteString("  runtime: static-pod\n")
 	}
@@ -251,10 +290,12 @@ func (c *Cluster) WriteConfig(n int) {
 	if tls := c.Opts.TLS; tls != nil {
 		fmt.Fprintf(&b, "  tls:\n    client: {certFile: %s, keyFile: %s, caFile: %s}\n    peer: {certFile: %s, keyFile: %s, caFile: %s}\n",
 			tls.ServerCert, tls.ServerKey, tls.CA, tls.ServerCert, tls.ServerKey, tls.CA)
+	} else if !c.loopback() {
+		fmt.Fprintf(&b, "  insecure: true # %s\n", c.Opts.Insecure)
 	}
 	b.WriteString(c.Opts.EtcdConfig)
 	fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: \"%s\"\n  peerPort: %d\n",
-		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), net.JoinHostPort(c.IP(n), strconv.Itoa(c.Ports.Agent)), c.Ports.AgentPeer)
+		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), net.JoinHostPort(c.LocalIP(n), strconv.Itoa(c.Ports.Agent)), c.Ports.AgentPeer)
 	if !c.Opts.Defaults {
 		fmt.Fprintf(&b, "  reconcileInterval: %s\n  logFormat: json\n  logLevel: debug\n", c.Opts.ReconcileInterval)
 	}

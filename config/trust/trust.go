@@ -1,0 +1,149 @@
+// Package trust checks that a file etcdlet acts on can only have been
+// written by root, the way sshd's StrictModes checks authorized_keys.
+//
+// etcdlet runs as root and takes decisions from files: the configuration
+// picks the programs it runs and the image of the etcd pod, the members
+// file decides who joins and whose data is moved aside, the certificates
+// decide whom etcd trusts. A file that another user can rewrite, or that
+// sits in a directory where another user can swap it, hands that user
+// those decisions. So every component of the path, and of every symbolic
+// link on the way, must be owned by root (or by the user etcdlet runs as)
+// and must not be writable by group or others.
+//
+// One exception keeps shared temporary directories usable: a directory
+// writable by everyone that has the sticky bit set (/tmp) is accepted,
+// because there nobody but an entry's owner can rename or remove it, and
+// the next component is itself checked for its owner.
+package trust
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+)
+
+// maxLinks bounds the symbolic links followed for one path, as the
+// kernel's own limit (40) does.
+const maxLinks = 40
+
+// Check returns nil when path, every directory above it and every
+// symbolic link on the way are owned by root or by the user etcdlet runs
+// as and are not writable by group or others (see the package comment),
+// and an error that names the offending component and how to fix it
+// otherwise. path must be absolute. A missing component is reported with
+// an error that wraps fs.ErrNotExist.
+func Check(path string) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("%s: must be an absolute path", path)
+	}
+	w := walker{euid: os.Geteuid()}
+	if err := w.walk(path); err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	return nil
+}
+
+type walker struct {
+	euid  int
+	links int
+}
+
+// walk checks path component by component from the root, following
+// symbolic links (each link itself checked where it lies).
+func (w *walker) walk(path string) error {
+	current := "/"
+	if err := w.checkComponent(current, false); err != nil {
+		return err
+	}
+	// Not filepath.Clean: it would resolve "link/.." lexically, where the
+	// kernel goes up from wherever the link leads.
+	rest := strings.Split(path, "/")
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		if name == "" || name == "." {
+			continue
+		}
+		next := filepath.Join(current, name)
+		if name == ".." {
+			current = filepath.Dir(current)
+			continue
+		}
+		fi, err := os.Lstat(next)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return fmt.Errorf("%s does not exist: %w", next, fs.ErrNotExist)
+			}
+			return fmt.Errorf("cannot check %s: %w", next, err)
+		}
+		if err := w.checkInfo(next, fi, len(rest) > 0); err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeSymlink == 0 {
+			current = next
+			continue
+		}
+		w.links++
+		if w.links > maxLinks {
+			return fmt.Errorf("more than %d symbolic links on the way to %s", maxLinks, next)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return fmt.Errorf("cannot read the symbolic link %s: %w", next, err)
+		}
+		if filepath.IsAbs(target) {
+			// Restart from the root with the rest of the path appended.
+			current = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	return nil
+}
+
+func (w *walker) checkComponent(path string, dirExpected bool) error {
+	fi, err := os.Lstat(path)
+	if err != nil {
+		return fmt.Errorf("cannot check %s: %w", path, err)
+	}
+	return w.checkInfo(path, fi, dirExpected)
+}
+
+// checkInfo applies the rules to one component. dir says the walk goes on
+// below it, so a sticky world-writable directory is acceptable there.
+func (w *walker) checkInfo(path string, fi fs.FileInfo, dir bool) error {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return fmt.Errorf("cannot read the owner of %s", path)
+	}
+	if uid := int(st.Uid); uid != 0 && uid != w.euid {
+		return fmt.Errorf("%s is owned by uid %d, must be owned by root%s: another user could change what etcdlet acts on (chown root %s)",
+			path, uid, w.orSelf(), path)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		return nil // a link's own mode bits mean nothing on Linux
+	}
+	perm := fi.Mode().Perm()
+	if perm&0o022 == 0 {
+		return nil
+	}
+	if dir && fi.IsDir() && fi.Mode()&fs.ModeSticky != 0 {
+		return nil
+	}
+	who := "group"
+	if perm&0o002 != 0 {
+		who = "others"
+	}
+	return fmt.Errorf("%s is writable by %s (mode %04o), must be writable by its owner only: another user could change what etcdlet acts on (chmod go-w %s)",
+		path, who, perm, path)
+}
+
+func (w *walker) orSelf() string {
+	if w.euid == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" or uid %d (the user etcdlet runs as)", w.euid)
+}

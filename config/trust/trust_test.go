@@ -1,0 +1,167 @@
+package trust
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// otherUID owns the files of the untrusted cases.
+const otherUID = 4242
+
+func TestCheck(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("this test makes files owned by another user and needs root: run it as root (make test does)")
+	}
+	tests := []struct {
+		name string
+		// setup builds a layout under root and returns the path to check.
+		setup func(t *testing.T, root string) string
+		// wantErr is a part of the error, "" for a trusted path.
+		wantErr string
+	}{
+		{"root-owned file in a private directory", func(t *testing.T, root string) string {
+			return file(t, root, "etc/members", 0o644)
+		}, ""},
+		{"group-writable file", func(t *testing.T, root string) string {
+			return file(t, root, "members", 0o664)
+		}, "members is writable by group (mode 0664)"},
+		{"world-writable file", func(t *testing.T, root string) string {
+			return file(t, root, "members", 0o646)
+		}, "members is writable by others (mode 0646)"},
+		{"group-writable directory above the file", func(t *testing.T, root string) string {
+			p := file(t, root, "shared/members", 0o644)
+			chmod(t, filepath.Join(root, "shared"), 0o775)
+			return p
+		}, "shared is writable by group (mode 0775)"},
+		{"world-writable directory without the sticky bit", func(t *testing.T, root string) string {
+			p := file(t, root, "open/members", 0o644)
+			chmod(t, filepath.Join(root, "open"), 0o777)
+			return p
+		}, "open is writable by others (mode 0777)"},
+		{"sticky world-writable directory like /tmp", func(t *testing.T, root string) string {
+			p := file(t, root, "tmp/etcdlet/members", 0o644)
+			chmod(t, filepath.Join(root, "tmp"), 0o777|fs.ModeSticky)
+			return p
+		}, ""},
+		{"file owned by another user", func(t *testing.T, root string) string {
+			p := file(t, root, "members", 0o644)
+			chown(t, p, otherUID)
+			return p
+		}, "members is owned by uid 4242, must be owned by root"},
+		{"another user's file in a sticky directory", func(t *testing.T, root string) string {
+			p := file(t, root, "tmp/members", 0o644)
+			chmod(t, filepath.Join(root, "tmp"), 0o777|fs.ModeSticky)
+			chown(t, p, otherUID)
+			return p
+		}, "owned by uid 4242"},
+		{"directory owned by another user", func(t *testing.T, root string) string {
+			p := file(t, root, "home/members", 0o644)
+			chown(t, filepath.Join(root, "home"), otherUID)
+			return p
+		}, "home is owned by uid 4242"},
+		{"a Kubernetes ConfigMap volume's chain of links", func(t *testing.T, root string) string {
+			file(t, root, "vol/..2026_11_24_10_00_00.123/members", 0o644)
+			link(t, "..2026_11_24_10_00_00.123", filepath.Join(root, "vol/..data"))
+			link(t, "..data/members", filepath.Join(root, "vol/members"))
+			return filepath.Join(root, "vol/members")
+		}, ""},
+		{"a link into a world-writable directory", func(t *testing.T, root string) string {
+			file(t, root, "open/members", 0o644)
+			chmod(t, filepath.Join(root, "open"), 0o777)
+			link(t, filepath.Join(root, "open/members"), filepath.Join(root, "etc/members"))
+			return filepath.Join(root, "etc/members")
+		}, "open is writable by others"},
+		{"a relative link that climbs out with ..", func(t *testing.T, root string) string {
+			file(t, root, "open/members", 0o644)
+			chmod(t, filepath.Join(root, "open"), 0o777)
+			link(t, "../open/members", filepath.Join(root, "etc/members"))
+			return filepath.Join(root, "etc/members")
+		}, "open is writable by others"},
+		{"a link owned by another user", func(t *testing.T, root string) string {
+			file(t, root, "real/members", 0o644)
+			p := filepath.Join(root, "etc/members")
+			link(t, filepath.Join(root, "real/members"), p)
+			if err := os.Lchown(p, otherUID, 0); err != nil {
+				t.Fatal(err)
+			}
+			return p
+		}, "etc/members is owned by uid 4242"},
+		{"a loop of links", func(t *testing.T, root string) string {
+			link(t, "b", filepath.Join(root, "loop/a"))
+			link(t, "a", filepath.Join(root, "loop/b"))
+			return filepath.Join(root, "loop/a")
+		}, "more than 40 symbolic links"},
+		{"a missing file", func(t *testing.T, root string) string {
+			return filepath.Join(root, "nothing/here")
+		}, "does not exist"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir() // 0700, under the sticky /tmp
+			path := tt.setup(t, root)
+			err := Check(path)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Check(%s) = %v, want trusted", path, err)
+			case tt.wantErr != "" && err == nil:
+				t.Fatalf("Check(%s) = nil, want an error containing %q", path, tt.wantErr)
+			case tt.wantErr != "" && !strings.Contains(err.Error(), tt.wantErr):
+				t.Fatalf("Check(%s) = %v, want an error containing %q", path, err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestCheckMissingWrapsNotExist(t *testing.T) {
+	err := Check(filepath.Join(t.TempDir(), "missing"))
+	if !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("Check of a missing file = %v, want an error wrapping fs.ErrNotExist", err)
+	}
+}
+
+func TestCheckRefusesRelativePaths(t *testing.T) {
+	if err := Check("etc/members"); err == nil || !strings.Contains(err.Error(), "must be an absolute path") {
+		t.Fatalf("Check(relative) = %v, want the absolute-path rule", err)
+	}
+}
+
+func file(t *testing.T, root, rel string, mode fs.FileMode) string {
+	t.Helper()
+	p := filepath.Join(root, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("192.0.2.10\n"), mode); err != nil {
+		t.Fatal(err)
+	}
+	chmod(t, p, mode) // past the umask
+	return p
+}
+
+func link(t *testing.T, target, at string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(at), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, at); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chmod(t *testing.T, p string, mode fs.FileMode) {
+	t.Helper()
+	if err := os.Chmod(p, mode); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func chown(t *testing.T, p string, uid int) {
+	t.Helper()
+	if err := os.Chown(p, uid, 0); err != nil {
+		t.Fatal(err)
+	}
+}
