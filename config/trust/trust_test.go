@@ -165,3 +165,32 @@ func chown(t *testing.T, p string, uid int) {
 		t.Fatal(err)
 	}
 }
+
+// The members file is checked at every read; the check is a few lstat(2)
+// calls per path component, against the read itself as the floor.
+func BenchmarkCheck(b *testing.B) {
+	root := b.TempDir()
+	p := filepath.Join(root, "etc", "etcdlet", "members")
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		b.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte("192.0.2.10\n192.0.2.11\n192.0.2.12\n"), 0o644); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("check", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if err := Check(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("read (floor)", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := os.ReadFile(p); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
