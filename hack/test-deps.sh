@@ -32,6 +32,7 @@ tools=(
   "mount               mount                 test/: a data dir that must be a mount point"
   "umount              mount                 test/: a data dir that must be a mount point"
   "systemd-analyze     systemd               systemd/: 'systemd-analyze verify' of the units"
+  "openssl             openssl               pki/: CAs made as docs/certificates.md shows, and openssl verify"
 )
 
 declare -A package_of=()

@@ -144,7 +144,7 @@ func TestRealEtcdTLS(t *testing.T) {
 
 	t.Run("IPv6 client URL", func(t *testing.T) {
 		if !ipv6 {
-			t.Skip("no ::1 on this host")
+			t.Fatal("no ::1 on this host: the tests need IPv6 on loopback (sysctl -w net.ipv6.conf.lo.disable_ipv6=0)")
 		}
 		c := client(t, m0.clientURL6, m0.layout.CertPath(profile("healthcheck-client")), m0.layout.KeyPath(profile("healthcheck-client")))
 		if _, err := c.Get(ctx(t), "/pki-test/healthcheck-client"); err != nil {
