@@ -89,7 +89,7 @@ func ReadMembersFile(path string) ([]AddressEntry, Errors) {
 	// may be able to change it. Checked after the read, which names what
 	// is not a regular file, and before anything is acted on.
 	if err := trust.Check(path); err != nil {
-		return nil, Errors{{Path: "members.file", Value: path, Rule: "must be a file only root can change: " + err.Error()}}
+		return nil, Errors{{Path: "members.file", Value: path, Rule: untrusted(err)}}
 	}
 	return ParseMembersFile(data)
 }

@@ -56,23 +56,11 @@ func ReadRegularNoFollow(path string, limit int64) ([]byte, fs.FileInfo, error) 
 }
 
 func readRegular(path string, limit int64, follow bool) ([]byte, fs.FileInfo, error) {
-	flags := os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY
-	if !follow {
-		// open(2) fails with ELOOP on a symlink as the last component.
-		flags |= syscall.O_NOFOLLOW
-	}
-	f, err := os.OpenFile(path, flags, 0)
+	f, fi, err := openRegular(path, follow)
 	if err != nil {
-		return nil, nil, describeOpenError(path, err, follow)
-	}
-	defer f.Close()
-	fi, err := f.Stat()
-	if err != nil {
-		return nil, nil, fmt.Errorf("cannot be read: %w", err)
-	}
-	if err := CheckRegular(fi.Mode()); err != nil {
 		return nil, nil, err
 	}
+	defer f.Close()
 	if fi.Size() > limit {
 		return nil, nil, &tooLarge{fmt.Sprintf("is %d bytes, must be at most %d bytes", fi.Size(), limit)}
 	}
@@ -90,6 +78,32 @@ func readRegular(path string, limit int64, follow bool) ([]byte, fs.FileInfo, er
 		return nil, nil, &tooLarge{fmt.Sprintf("is more than %d bytes, must be at most %d bytes", limit, limit)}
 	}
 	return data, fi, nil
+}
+
+// openRegular opens a file for reading without ever blocking on it and
+// checks on the open descriptor that it is a regular file (no window
+// between a stat and the open in which the path could be swapped).
+func openRegular(path string, follow bool) (*os.File, fs.FileInfo, error) {
+	flags := os.O_RDONLY | syscall.O_NONBLOCK | syscall.O_NOCTTY
+	if !follow {
+		// open(2) fails with ELOOP on a symlink as the last component.
+		flags |= syscall.O_NOFOLLOW
+	}
+	f, err := os.OpenFile(path, flags, 0)
+	if err != nil {
+		return nil, nil, describeOpenError(path, err, follow)
+	}
+	fi, err := f.Stat()
+	if err == nil {
+		err = CheckRegular(fi.Mode())
+	} else {
+		err = fmt.Errorf("cannot be read: %w", err)
+	}
+	if err != nil {
+		f.Close()
+		return nil, nil, err
+	}
+	return f, fi, nil
 }
 
 // describeOpenError turns an open failure into what the user must fix.

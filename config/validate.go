@@ -6,13 +6,11 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/etcdlet/etcdlet/config/trust"
@@ -327,28 +325,22 @@ func (c *Config) CheckFiles() error {
 	return errs.Err()
 }
 
+// untrusted is the rule a file breaks that someone other than root could
+// have changed (err from trust.Check names what and how to fix it).
+func untrusted(err error) string { return "must be a file only root can change: " + err.Error() }
+
 // checkTrustedFile reports a file that cannot be opened, that someone
 // other than root could change, or, for a private key, that others can
 // read.
 func checkTrustedFile(errs *Errors, field, path string, private bool) {
-	// Non-blocking: opening a named pipe must not hang the check.
-	f, err := os.OpenFile(path, os.O_RDONLY|syscall.O_NONBLOCK|syscall.O_NOCTTY, 0)
+	f, fi, err := openRegular(path, true)
 	if err != nil {
-		errs.add(field, path, "cannot be read: %v", err)
-		return
-	}
-	fi, err := f.Stat()
-	f.Close()
-	if err != nil {
-		errs.add(field, path, "cannot be read: %v", err)
-		return
-	}
-	if err := CheckRegular(fi.Mode()); err != nil {
 		errs.add(field, path, "%v", err)
 		return
 	}
+	f.Close()
 	if err := trust.Check(path); err != nil {
-		errs.add(field, path, "must be a file only root can change: %v", err)
+		errs.add(field, path, "%s", untrusted(err))
 	}
 	if perm := fi.Mode().Perm(); private && perm&0o004 != 0 {
 		errs.add(field, path, "is readable by others (mode %04o): a private key must not be (chmod o-r %s)", perm, path)

@@ -56,7 +56,11 @@ type walker struct {
 // symbolic links (each link itself checked where it lies).
 func (w *walker) walk(path string) error {
 	current := "/"
-	if err := w.checkComponent(current, false); err != nil {
+	root, err := os.Lstat(current)
+	if err != nil {
+		return fmt.Errorf("cannot check %s: %w", current, err)
+	}
+	if err := w.checkInfo(current, root, false); err != nil {
 		return err
 	}
 	// Not filepath.Clean: it would resolve "link/.." lexically, where the
@@ -102,14 +106,6 @@ func (w *walker) walk(path string) error {
 		rest = append(strings.Split(target, "/"), rest...)
 	}
 	return nil
-}
-
-func (w *walker) checkComponent(path string, dirExpected bool) error {
-	fi, err := os.Lstat(path)
-	if err != nil {
-		return fmt.Errorf("cannot check %s: %w", path, err)
-	}
-	return w.checkInfo(path, fi, dirExpected)
 }
 
 // checkInfo applies the rules to one component. dir says the walk goes on
