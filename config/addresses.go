@@ -161,22 +161,42 @@ func (c *Config) DesiredMembers() ([]netip.Addr, Errors) {
 	switch c.Members.Source {
 	case SourceStatic:
 		return ValidateAddressList("members.addresses", StaticEntries(c.Members.Addresses), c.Cluster.Replicas)
-	case SourceFile:
-		entries, errs := ReadMembersFile(c.Members.File)
+	case SourceFile, SourceEtcdResource:
+		entries, errs := ReadMembersFile(c.MembersFile())
 		if len(errs) > 0 {
 			return nil, errs
 		}
-		addrs, errs := ValidateAddressList("members.file", entries, c.Cluster.Replicas)
-		if len(errs) == 0 {
-			c.Etcd.checkTransport(&errs, entries)
-		}
-		if len(errs) > 0 {
-			return nil, errs
-		}
-		return addrs, nil
+		return c.CheckList("members.file", entries)
 	default:
-		return nil, Errors{{Path: "members.source", Value: c.Members.Source, Rule: "must be static or file"}}
+		return nil, Errors{{Path: "members.source", Value: c.Members.Source, Rule: "must be static, file or etcd-resource"}}
 	}
+}
+
+// CheckList applies every rule a member list from outside the
+// configuration must pass (ValidateAddressList, then TLS off loopback):
+// the members file's, and the Etcd resource's before it is kept.
+func (c *Config) CheckList(listPath string, entries []AddressEntry) ([]netip.Addr, Errors) {
+	addrs, errs := ValidateAddressList(listPath, entries, c.Cluster.Replicas)
+	if len(errs) == 0 {
+		c.Etcd.checkTransport(&errs, entries)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	return addrs, nil
+}
+
+// MembersFile is the file the list is read from: members.file, or for
+// members.source etcd-resource the copy of the Etcd's list that the agent
+// keeps in agent.stateDir; "" for the static source.
+func (c *Config) MembersFile() string {
+	switch c.Members.Source {
+	case SourceFile:
+		return c.Members.File
+	case SourceEtcdResource:
+		return c.EtcdResourceMembers()
+	}
+	return ""
 }
 
 // parseReason is netip's explanation without its echo of the input:

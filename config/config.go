@@ -34,6 +34,9 @@ const (
 const (
 	SourceStatic = "static"
 	SourceFile   = "file"
+	// SourceEtcdResource is etcd-druid's Etcd resource (kubernetes.etcd):
+	// its spec.externallyManagedMemberAddresses, watched.
+	SourceEtcdResource = "etcd-resource"
 )
 
 // Runtimes for the local etcd member.
@@ -59,6 +62,7 @@ type Config struct {
 	Protection Protection `yaml:"protection"`
 	Agent      Agent      `yaml:"agent"`
 	Pacemaker  Pacemaker  `yaml:"pacemaker"`
+	Kubernetes Kubernetes `yaml:"kubernetes"`
 }
 
 // Cluster identifies the etcd cluster that the member list describes.
@@ -223,6 +227,7 @@ func (c *Config) applyDefaults(explicit map[string]bool) {
 	c.StaticPod.applyDefaults()
 	setUnlessExplicit(explicit, "protection.interval", &c.Protection.Interval, DefaultProtectionInterval)
 	c.Pacemaker.applyDefaults(explicit)
+	c.Kubernetes.applyDefaults(explicit)
 }
 
 // setDefault sets a field the user left at its zero value.

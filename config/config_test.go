@@ -50,7 +50,7 @@ func TestValidationRules(t *testing.T) {
 		{"valid with defaults", base, nil},
 		{"empty file", "", []string{
 			"cluster.name: required: the member name prefix, e.g. etcd-main",
-			"members.source: required: static or file",
+			"members.source: required: static, file or etcd-resource",
 		}},
 		{"unknown field", base + "etcd:\n  datadir: /x\n", []string{
 			"etcd.datadir: unknown field (line 7); known fields here: allowInsecureExtraArgs, clientPort, dataDir, dataDirMustBeMount, extraArgs, insecure, listenMetricsURL, logLevel, moveAsideLimit, moveAsideWindow, peerPort, runtime, tls",
@@ -97,7 +97,7 @@ func TestValidationRules(t *testing.T) {
 			`members.addresses: "192.0.2.1": only used with members.source static`,
 		}},
 		{"unknown source", "cluster:\n  name: etcd-main\nmembers:\n  source: etcd-cr\n", []string{
-			`members.source: "etcd-cr": must be static or file`,
+			`members.source: "etcd-cr": must be static, file or etcd-resource`,
 		}},
 		{"node address", base + "node:\n  address: 192.0.2.01\n", []string{
 			`node.address: "192.0.2.01": must be an IPv4 or IPv6 address (IPv4 field has octet with leading zero)`,

@@ -99,6 +99,7 @@ func (c *Config) Validate() error {
 	c.checkListeners(&errs)
 	c.validateSecurity(&errs)
 	c.Pacemaker.validate(&errs)
+	c.validateKubernetes(&errs)
 	return errs.Err()
 }
 
@@ -134,10 +135,17 @@ func (c *Config) validateMembers(errs *Errors) {
 			errs.add("members.addresses", strings.Join(m.Addresses, ","), "only used with members.source static")
 		}
 		requireAbsPath(errs, "members.file", m.File)
+	case SourceEtcdResource:
+		if len(m.Addresses) > 0 {
+			errs.add("members.addresses", strings.Join(m.Addresses, ","), "only used with members.source static")
+		}
+		if m.File != "" {
+			errs.add("members.file", m.File, "only used with members.source file (etcd-resource keeps its list in agent.stateDir)")
+		}
 	case "":
-		errs.add("members.source", nil, "required: static or file")
+		errs.add("members.source", nil, "required: static, file or etcd-resource")
 	default:
-		errs.add("members.source", m.Source, "must be static or file")
+		errs.add("members.source", m.Source, "must be static, file or etcd-resource")
 	}
 }
 
@@ -311,6 +319,11 @@ func (c *Config) CheckFiles() error {
 			}
 			checkTrustedFile(&errs, section.path+"."+file.field, file.value, file.field == "keyFile")
 		}
+	}
+	if k := c.Kubernetes.Kubeconfig; k != "" && filepath.IsAbs(k) {
+		// Credentials: whoever can change them chooses which API server
+		// etcdlet trusts, whoever can read them acts as the agent.
+		checkTrustedFile(&errs, "kubernetes.kubeconfig", k, true)
 	}
 	if p := c.Pacemaker; p.Enabled {
 		for _, file := range []struct{ field, value string }{

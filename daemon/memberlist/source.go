@@ -35,9 +35,10 @@ type Source struct {
 	// pending is set while Watch waits for a burst of events to end
 	// before it reads the file itself.
 	pending atomic.Bool
-	// OnReload is called after every read with whether the list was
-	// accepted (for metrics).
-	OnReload func(accepted bool)
+	// OnReload is called after every read of a changed list with why it
+	// was rejected, nil when it was accepted (metrics, Events). It runs
+	// under the source's lock: it must not call back into the source.
+	OnReload func(rejected error)
 	// now is the clock that dates the members file's last modification.
 	now func() time.Time
 	// settle is how long the file's directories must be quiet before the
@@ -98,7 +99,7 @@ func (s *Source) SetConfig(cfg *config.Config) {
 	case s.resync <- struct{}{}:
 	default:
 	}
-	if cfg.Members.Source == config.SourceFile && s.recentlyModified(cfg.Members.File) {
+	if f := cfg.MembersFile(); f != "" && s.recentlyModified(f) {
 		return
 	}
 	s.refresh(false)
@@ -110,13 +111,14 @@ func (s *Source) config() *config.Config {
 	return s.cfg
 }
 
-// file is the members file to watch, "" for the static source.
+// file is the members file to watch, "" for the static source. For the
+// Etcd resource it is the agent's copy of the resource's list.
 func (s *Source) file() string {
-	cfg := s.config()
-	if cfg.Members.Source != config.SourceFile {
+	f := s.config().MembersFile()
+	if f == "" {
 		return ""
 	}
-	return filepath.Clean(cfg.Members.File)
+	return filepath.Clean(f)
 }
 
 // settle is how long the members file's directories must be free of
@@ -141,7 +143,7 @@ func (s *Source) Refresh() bool {
 	default:
 	}
 	cfg := s.config()
-	if cfg.Members.Source == config.SourceFile && s.unsettled(cfg.Members.File) {
+	if f := cfg.MembersFile(); f != "" && s.unsettled(f) {
 		return false
 	}
 	return s.refresh(false)
@@ -186,12 +188,12 @@ func (s *Source) refresh(notify bool) bool {
 	if len(errs) > 0 {
 		s.lastErr = errs
 		s.log.Error("member list rejected; the last good list stays in force",
-			"source", cfg.Members.Source, "file", cfg.Members.File, "problems", errs.Error(), "inForce", identity.AddrStrings(s.current))
-		s.reloaded(false)
+			"source", cfg.Members.Source, "file", cfg.MembersFile(), "problems", errs.Error(), "inForce", identity.AddrStrings(s.current))
+		s.reloaded(errs)
 		return false
 	}
 	s.lastErr = nil
-	s.reloaded(true)
+	s.reloaded(nil)
 	if s.valid && slices.Equal(addrs, s.current) {
 		return false
 	}
@@ -206,9 +208,9 @@ func (s *Source) refresh(notify bool) bool {
 	return true
 }
 
-func (s *Source) reloaded(accepted bool) {
+func (s *Source) reloaded(rejected error) {
 	if s.OnReload != nil {
-		s.OnReload(accepted)
+		s.OnReload(rejected)
 	}
 }
 
