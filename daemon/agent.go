@@ -15,14 +15,19 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"os"
 	"strconv"
 	"sync"
 	"time"
+
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/kube"
+	"github.com/etcdlet/etcdlet/daemon/kube/druid"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/memberlist"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
@@ -51,6 +56,7 @@ type Agent struct {
 	reloads   chan reloadRequest
 	wakes     chan struct{}
 	pacemaker *pacemakerHealth // nil unless pacemaker.enabled
+	report    *reporting       // the kubernetes section; drops Events without it
 	notifier  *systemd.Notifier
 	health    healthState
 }
@@ -77,11 +83,21 @@ func New(cfg *config.Config, log *slog.Logger) (*Agent, error) {
 	m := metrics.New()
 	a := &Agent{cfg: cfg, log: log, pool: pool, metrics: m, peerTLS: peerTLS,
 		reloads: make(chan reloadRequest), wakes: make(chan struct{}, 1)}
-	a.runtime, a.guard = newRuntime(cfg, log, m)
+	host, _ := os.Hostname()
+	if a.report, err = newReporting(cfg, log, m, host); err != nil {
+		pool.Close()
+		return nil, err
+	}
+	events := a.report.events
+	a.runtime, a.guard = newRuntime(cfg, log, m, events)
+	a.report.setGuard(a.guard)
 	a.notifier = systemd.NewNotifier(log)
 	a.source = memberlist.New(cfg, log, st.AppliedList())
-	a.source.OnReload = func(accepted bool) {
-		m.ListReloads.WithLabelValues(map[bool]string{true: "accepted", false: "rejected"}[accepted]).Inc()
+	a.source.OnReload = func(rejected error) {
+		m.ListReloads.WithLabelValues(map[bool]string{true: "accepted", false: "rejected"}[rejected == nil]).Inc()
+		if rejected != nil {
+			events.Eventf(corev1.EventTypeWarning, kube.ReasonMemberListRefused, "member list (%s) refused, the last good list stays in force: %v", cfg.Members.Source, rejected)
+		}
 	}
 	a.node = node.New(node.Deps{
 		Config: cfg, Log: log, Cluster: pool,
@@ -89,6 +105,10 @@ func New(cfg *config.Config, log *slog.Logger) (*Agent, error) {
 		Runtime: a.runtime, DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: store,
 		Peers: c.peers, List: a.source,
 		Detect: nodeaddr.Detect, Metrics: m,
+		OnChange: a.report.membershipEvent,
+		OnMoveAside: func(to, reason string) {
+			events.Eventf(corev1.EventTypeWarning, kube.ReasonDataDirMovedAside, "data dir %s moved aside to %s (kept, not deleted): %s", cfg.Etcd.DataDir, to, reason)
+		},
 	}, st)
 	if cfg.Pacemaker.Enabled {
 		collector, err := pacemaker.NewCollector(cfg.Pacemaker, log.With("component", "pacemaker"))
@@ -134,6 +154,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	if a.pacemaker != nil {
 		wg.Go(func() { a.runPacemaker(loopCtx) })
 	}
+	a.report.start(loopCtx, &wg, a.localMember)
 	if a.guard != nil {
 		wg.Go(func() {
 			if err := a.guard.Run(loopCtx); err != nil {
@@ -192,6 +213,7 @@ func (a *Agent) shutdown(srv *http.Server, wg *sync.WaitGroup, stop context.Canc
 		_ = a.peer.Shutdown(ctx)
 	}
 	wg.Wait()
+	a.report.stop()
 	a.pool.Close()
 	if err != nil {
 		return fmt.Errorf("stop local member: %w", err)
@@ -228,6 +250,32 @@ func (a *Agent) startPeerEndpoint(wg *sync.WaitGroup) {
 			a.log.Error("agent peer endpoint stopped", "error", err)
 		}
 	})
+}
+
+// localMember is what the local member says about itself, for the member
+// Lease: nothing while it is not running, and nothing when it answers for
+// another cluster than the one this node belongs to (a data dir from
+// elsewhere): a Lease must never vouch for a foreign cluster.
+func (a *Agent) localMember(ctx context.Context) (druid.LocalMember, error) {
+	s := a.node.Last()
+	switch {
+	case !s.Self.IP.IsValid():
+		return druid.LocalMember{}, errors.New("this node's address is not known yet")
+	case !s.Runtime.Running:
+		return druid.LocalMember{}, errors.New("the local member is not running")
+	}
+	st, err := a.pool.Status(ctx, s.Self.ClientURL)
+	if err != nil {
+		return druid.LocalMember{}, fmt.Errorf("the local member does not answer: %w", err)
+	}
+	h := st.GetHeader()
+	if s.Pinned != 0 && h.GetClusterId() != s.Pinned {
+		return druid.LocalMember{}, fmt.Errorf("the local member answers for cluster %x, this node belongs to %x", h.GetClusterId(), s.Pinned)
+	}
+	if st.IsLearner {
+		return druid.LocalMember{}, errors.New("the local member is a learner, not yet a voting member")
+	}
+	return druid.LocalMember{IP: s.Self.IP, MemberID: h.GetMemberId(), ClusterID: h.GetClusterId(), Leader: st.Leader == h.GetMemberId()}, nil
 }
 
 // wake asks the loop for a pass now (another agent changed membership in

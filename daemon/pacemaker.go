@@ -53,6 +53,10 @@ func (a *Agent) runPacemaker(ctx context.Context) {
 		// Metrics first, then /pacemaker: whoever sees the new object
 		// finds the metrics already agreeing with it.
 		a.recordPacemaker(snap, built, err)
+		if err != nil {
+			built = nil
+		}
+		a.report.offerPacemaker(snap, built, a.node.Self().IP)
 		p.mu.Lock()
 		p.snapshot = snap
 		if err == nil {

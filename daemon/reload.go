@@ -35,6 +35,11 @@ func immutableChanges(old, next *config.Config) []string {
 			out = append(out, path)
 		}
 	}
+	if (old.Members.Source == config.SourceEtcdResource) != (next.Members.Source == config.SourceEtcdResource) {
+		// The watch of the Etcd resource that keeps that list starts with
+		// the agent.
+		out = append(out, "members.source (to or from etcd-resource)")
+	}
 	return out
 }
 

@@ -37,6 +37,9 @@ func TestImmutableChangesNamesFields(t *testing.T) {
 			c.StaticPod.Image = "registry.k8s.io/etcd:3.7.1-0"
 			c.Etcd.ExtraArgs = map[string]string{"snapshot-count": "5000"}
 		}, []string{"etcd.extraArgs", "staticPod.image", "agent.reconcileInterval"}},
+		{"list source to the Etcd resource", func(c *config.Config) {
+			c.Members.Source, c.Members.Addresses = config.SourceEtcdResource, nil
+		}, []string{"members.source (to or from etcd-resource)"}},
 		{"protection switched off", func(c *config.Config) { c.Protection.Enabled = &off }, []string{"protection.enabled"}},
 	}
 	for _, tt := range tests {

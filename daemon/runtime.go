@@ -3,7 +3,10 @@ package daemon
 import (
 	"log/slog"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/manifest"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
 	"github.com/etcdlet/etcdlet/daemon/protect"
@@ -14,7 +17,7 @@ import (
 
 // newRuntime builds the configured runtime; the static-pod runtime writes
 // through a protection guard, which the agent runs.
-func newRuntime(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (runtime.Runtime, *protect.Guard) {
+func newRuntime(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, events kube.Recorder) (runtime.Runtime, *protect.Guard) {
 	if cfg.Etcd.Runtime != config.RuntimeStaticPod {
 		return embedded.New(log), nil
 	}
@@ -25,6 +28,9 @@ func newRuntime(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) (runti
 		OptOut:   func(_ string, onDisk []byte) bool { return manifest.OptsOut(onDisk) },
 		OnChange: func(c protect.Change) {
 			m.ProtectedFileChanges.WithLabelValues(c.Path, string(c.Action)).Inc()
+			if c.Action != protect.Allowed {
+				events.Eventf(corev1.EventTypeWarning, kube.ReasonProtectionReverted, "%s: a change made by someone else was %s", c.Path, c.Action)
+			}
 		},
 	})
 	return staticpod.New(cfg.StaticPod, cfg.Agent.StateDir, guard, log), guard

@@ -10,6 +10,7 @@ import (
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
+	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
 )
 
@@ -29,7 +30,10 @@ listed address that is not a member yet; conflict). Then the plan: the next
 membership change, and the changes that wait and why; endpoints that answer
 for another cluster; a list refused because it would orphan the cluster;
 and what the agent decides about this node's own member (for a bootstrap
-that waits: which listed nodes have not confirmed they are fresh).
+that waits: which listed nodes have not confirmed they are fresh). With a
+kubernetes section, the state of each reporting target as the agent last
+saved it: the last successful write (Lease, PacemakerCluster status, the
+Etcd resource read) and the error of a failing one.
 
 The report is what the agent's next pass would see and decide (the same
 look, read-only: nothing is changed), computed from the configuration's
@@ -85,6 +89,9 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 		}
 		report := statusreport.FromSnapshot(cfg.Cluster.Name, snap)
 		report.Insecure = cfg.SecurityWarnings()
+		if report.Reporting, err = daemon.ReadReporting(cfg); err != nil {
+			report.Reporting = []kube.TargetState{{Target: "the agent's saved reporting state", LastError: err.Error()}}
+		}
 		if report.Converged || !time.Now().Before(deadline) {
 			return report, nil
 		}

@@ -37,6 +37,12 @@ type Metrics struct {
 	// but etcdlet, by file and what was done (reverted, restored, allowed).
 	ProtectedFileChanges *prometheus.CounterVec
 
+	// ReportWrites counts attempts to write to Kubernetes, by target kind
+	// (lease, pacemakercluster, etcd-resource) and result (kube.Result*).
+	ReportWrites *prometheus.CounterVec
+	// KubernetesRequests counts HTTP requests sent to the API server.
+	KubernetesRequests prometheus.CounterFunc
+
 	PacemakerPolls        *prometheus.CounterVec
 	PacemakerPollDuration prometheus.Histogram
 	PacemakerKnown        prometheus.Gauge
@@ -100,11 +106,23 @@ func New() *Metrics {
 		Name: "etcdlet_protected_file_changes_total",
 		Help: "Edits and deletions of files etcdlet renders, made by someone else, by file and action (reverted, restored, allowed)."},
 		[]string{"file", "action"})
-	r.MustRegister(m.ProtectedFileChanges)
+	m.ReportWrites = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdlet_report_writes_total",
+		Help: "Attempts to report to Kubernetes, by target (lease, pacemakercluster, etcd-resource) and result (written, unchanged, standby, error)."},
+		[]string{"target", "result"})
+	r.MustRegister(m.ProtectedFileChanges, m.ReportWrites)
 	r.MustRegister(m.PacemakerPolls, m.PacemakerPollDuration, m.PacemakerKnown, m.PacemakerCondition)
 	r.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.MembershipChanges, m.WriterLockBusy, m.ListReloads,
 		m.DesiredMembers, m.Members, m.HealthyVoters, m.ClusterReachable, m.PlanWaiting, m.LocalDecision, m.DataDirsMoved,
 		m.ForeignAnswers, m.BootstrapWaiting, m.LearnersExpired,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// CountKubernetesRequests exports calls() as etcdlet_kubernetes_requests_total.
+func (m *Metrics) CountKubernetesRequests(calls func() int64) {
+	m.KubernetesRequests = prometheus.NewCounterFunc(prometheus.CounterOpts{
+		Name: "etcdlet_kubernetes_requests_total", Help: "HTTP requests sent to the Kubernetes API server (reporting, the Etcd resource's watch, Events)."},
+		func() float64 { return float64(calls()) })
+	m.Registry.MustRegister(m.KubernetesRequests)
 }

@@ -124,6 +124,9 @@ func (n *Node) moveAside(memberID uint64, reason string) time.Duration {
 			n.Metrics.DataDirsMoved.Inc()
 		}
 		n.Log.Warn("moved data dir aside; it is kept, not deleted", "from", n.Config.Etcd.DataDir, "to", to, "reason", reason)
+		if n.OnMoveAside != nil {
+			n.OnMoveAside(to, reason)
+		}
 		n.state.Tombstones = append(n.state.Tombstones, state.Tombstone{Time: n.Now().UTC(), MemberID: membership.IDString(memberID),
 			From: n.Config.Etcd.DataDir, To: to, Reason: reason})
 	}

@@ -98,6 +98,11 @@ type Deps struct {
 	Detect func(candidates []netip.Addr) (netip.Addr, error)
 	// Metrics may be nil (a read-only look).
 	Metrics *metrics.Metrics
+	// OnChange, when set, hears of every membership call this agent made
+	// and its outcome; OnMoveAside of every data dir moved aside (where
+	// to, and why). The agent turns them into Kubernetes Events.
+	OnChange    func(membership.Action, etcdclient.Result)
+	OnMoveAside func(to, reason string)
 	// Policy is the retry policy of membership calls; the agent's default
 	// when zero.
 	Policy etcdclient.Policy

@@ -50,6 +50,9 @@ func (n *Node) changed(a membership.Action, r etcdclient.Result) {
 			m.LearnersExpired.Inc()
 		}
 	}
+	if n.OnChange != nil {
+		n.OnChange(a, r)
+	}
 	if r.Outcome != etcdclient.Done || a.PeerURL == "" {
 		return
 	}

@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
@@ -80,6 +81,9 @@ type Options struct {
 // Guard keeps the files etcdlet renders equal to what etcdlet last wrote.
 type Guard struct {
 	opts Options
+	// enabled starts as opts.Enabled; SetEnabled switches it at run time
+	// (etcd-druid's protection annotation on the Etcd resource).
+	enabled atomic.Bool
 
 	mu    sync.Mutex
 	files map[string]*managed
@@ -103,8 +107,29 @@ func New(opts Options) *Guard {
 	if opts.Settle <= 0 {
 		opts.Settle = DefaultSettle
 	}
-	return &Guard{opts: opts, files: map[string]*managed{}, kick: make(chan struct{}, 1)}
+	g := &Guard{opts: opts, files: map[string]*managed{}, kick: make(chan struct{}, 1)}
+	g.enabled.Store(opts.Enabled)
+	return g
 }
+
+// SetEnabled switches reverting on or off and reports whether that
+// changed anything. Switched on, the files are checked at once: an edit
+// made while protection was off is reverted now, not on the next interval.
+func (g *Guard) SetEnabled(on bool) bool {
+	if g.enabled.Swap(on) == on {
+		return false
+	}
+	if on {
+		select {
+		case g.kick <- struct{}{}:
+		default:
+		}
+	}
+	return true
+}
+
+// Enabled reports whether changes are reverted.
+func (g *Guard) Enabled() bool { return g.enabled.Load() }
 
 // Write is etcdlet's own write: the file gets content and mode atomically,
 // and from now on that is what it must be. It reports whether the bytes on
@@ -136,7 +161,7 @@ func (g *Guard) Write(path string, content []byte, mode fs.FileMode) (changed bo
 		expected = m.content
 	}
 	g.track(path, content, mode)
-	if !f.missing && !g.opts.Enabled && expected != nil && bytes.Equal(expected, content) {
+	if !f.missing && !g.Enabled() && expected != nil && bytes.Equal(expected, content) {
 		return false, f.data, nil
 	}
 	if err := writeFile(path, content, mode); err != nil {
@@ -276,13 +301,13 @@ func (g *Guard) differs(path string) (found, bool) {
 // someone else made. The caller holds g.mu.
 func (g *Guard) act(path string, m *managed, f found) {
 	diff := describe(path, m, f)
-	if !g.opts.Enabled || (f.readable() && g.optsOut(path, f.data)) {
+	if !g.Enabled() || (f.readable() && g.optsOut(path, f.data)) {
 		if m.reported != nil && m.reported.sameContent(f) {
 			return
 		}
 		m.reported = &f
 		why := "protection is off"
-		if g.opts.Enabled {
+		if g.Enabled() {
 			why = "the file opts out of protection"
 		}
 		g.opts.Log.Info("a managed file was changed by someone else; left alone: "+why, "file", path, "action", string(Allowed), "diff", diff)

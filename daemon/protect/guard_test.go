@@ -273,3 +273,44 @@ func modeOf(path string) os.FileMode {
 	}
 	return fi.Mode().Perm()
 }
+
+func TestSetEnabledRevertsAnEditMadeWhileOff(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "etcd.yaml")
+	changes := make(chan Change, 10)
+	g := New(Options{Enabled: false, Interval: time.Hour, Settle: 10 * time.Millisecond,
+		OnChange: func(c Change) { changes <- c }})
+	if _, _, err := g.Write(path, []byte("etcdlet's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = g.Run(ctx) }()
+
+	if err := os.WriteFile(path, []byte("operator's\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	waitChange(t, changes, Allowed)
+	if !g.SetEnabled(true) || g.SetEnabled(true) {
+		t.Fatal("SetEnabled(true) must report a change once, then none")
+	}
+	waitChange(t, changes, Reverted)
+	if got, _ := os.ReadFile(path); string(got) != "etcdlet's\n" {
+		t.Fatalf("after protection was switched on the file holds %q, want etcdlet's content back", got)
+	}
+}
+
+func waitChange(t *testing.T, changes <-chan Change, want Action) {
+	t.Helper()
+	deadline := time.After(10 * time.Second)
+	for {
+		select {
+		case c := <-changes:
+			if c.Action == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no %s change reported within 10s", want)
+		}
+	}
+}

@@ -50,7 +50,10 @@ func (g *Guard) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		case <-g.kick:
+			// A new directory to watch (a Write), or protection switched
+			// back on: either way, look at the files now.
 			rewatch()
+			g.Check()
 		case ev, ok := <-w.Events:
 			if !ok {
 				return nil

@@ -9,8 +9,10 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/node"
 )
@@ -36,6 +38,9 @@ type Report struct {
 	// Insecure lists the settings that make this node less secure than
 	// etcdlet's defaults (config.SecurityWarnings).
 	Insecure []string `json:"insecure,omitempty"`
+	// Reporting is the state of the agent's Kubernetes reporting, as the
+	// agent last saved it (kubernetes section).
+	Reporting []kube.TargetState `json:"reporting,omitempty"`
 }
 
 // Row is one desired or actual member.
@@ -235,7 +240,31 @@ func WriteTable(w io.Writer, r Report) error {
 		}
 		fmt.Fprintln(w, line)
 	}
+	writeReporting(w, r.Reporting)
 	return nil
+}
+
+// writeReporting lists each Kubernetes target: when it was last written
+// (or found current), and the error of a failing one.
+func writeReporting(w io.Writer, states []kube.TargetState) {
+	if len(states) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	for _, s := range states {
+		last := "never"
+		if !s.LastSuccess.IsZero() {
+			last = s.LastSuccess.Local().Format(time.DateTime)
+		}
+		line := fmt.Sprintf("kubernetes: %s: last success %s", s.Target, last)
+		if s.Detail != "" {
+			line += "; " + s.Detail
+		}
+		if s.LastError != "" {
+			line += fmt.Sprintf("; failing (%d attempts): %s", max(s.Failures, 1), s.LastError)
+		}
+		fmt.Fprintln(w, line)
+	}
 }
 
 func dash(s string) string {

@@ -1,0 +1,109 @@
+package druid
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+
+	druidv1alpha1 "github.com/gardener/etcd-druid/api/core/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/kube"
+)
+
+// AddressKeeper is the members.source etcd-resource: it checks the Etcd's
+// spec.externallyManagedMemberAddresses with the rules every member list
+// must pass and writes a good list to the agent's copy
+// (config.EtcdResourceMembers), which the member list source watches like
+// a members file. A bad list is refused, with its reasons, and the copy
+// keeps the last good one: the agent goes on with it, also across restarts
+// and while the API server is away.
+type AddressKeeper struct {
+	Config   *config.Config
+	Log      *slog.Logger
+	Recorder kube.Recorder
+	// refused is the last list refused, so that it is reported once.
+	refused string
+	// Err says why the resource's current list is refused, nil when it
+	// is in force.
+	Err error
+}
+
+// OnEtcd takes in a version of the resource.
+func (k *AddressKeeper) OnEtcd(e *druidv1alpha1.Etcd) {
+	addrs, err := k.check(e)
+	if err != nil {
+		k.Err = err
+		// Bracketed, so that an empty list is a key of its own.
+		key := "[" + strings.Join(e.Spec.ExternallyManagedMemberAddresses, ",") + "]"
+		if key != k.refused {
+			k.refused = key
+			k.Log.Error("member list of the Etcd resource refused; the last good list stays in force",
+				"etcd", e.Namespace+"/"+e.Name, "resourceVersion", e.ResourceVersion, "problems", err.Error())
+			k.Recorder.Eventf(corev1.EventTypeWarning, kube.ReasonMemberListRefused,
+				"spec.externallyManagedMemberAddresses refused, the last good list stays in force: %v", err)
+		}
+		return
+	}
+	k.Err, k.refused = nil, ""
+	if err := k.keep(e, addrs); err != nil {
+		k.Err = err
+		k.Log.Error("member list of the Etcd resource not kept", "path", k.Config.EtcdResourceMembers(), "error", err)
+	}
+}
+
+// check applies the rules of every member list (config.CheckList). An Etcd
+// in druid-managed mode has no list: that is refused too, rather than read
+// as "no members".
+func (k *AddressKeeper) check(e *druidv1alpha1.Etcd) ([]string, error) {
+	list := e.Spec.ExternallyManagedMemberAddresses
+	where := fmt.Sprintf("Etcd %s/%s spec.externallyManagedMemberAddresses", e.Namespace, e.Name)
+	if len(list) == 0 {
+		return nil, fmt.Errorf("%s: empty: the Etcd is not in externally managed mode, so it names no members", where)
+	}
+	entries := make([]config.AddressEntry, len(list))
+	for i, a := range list {
+		entries[i] = config.AddressEntry{Where: fmt.Sprintf("%s[%d]", where, i), Text: a}
+	}
+	addrs, errs := k.Config.CheckList(where, entries)
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	if r := e.Spec.Replicas; int(r) != len(addrs) {
+		// The CRD's CEL rule enforces this; a CRD without CEL does not.
+		return nil, fmt.Errorf("%s: %d entries, but spec.replicas is %d", where, len(addrs), r)
+	}
+	return identity.AddrStrings(addrs), nil
+}
+
+// keep writes the copy when its addresses differ from list. The header
+// says where the list came from; the member list source ignores it.
+func (k *AddressKeeper) keep(e *druidv1alpha1.Etcd, list []string) error {
+	path := k.Config.EtcdResourceMembers()
+	old, err := os.ReadFile(path)
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("read %s: %w", path, err)
+	}
+	body := strings.Join(list, "\n") + "\n"
+	if bytes.HasSuffix(old, []byte("\n"+body)) {
+		return nil
+	}
+	content := fmt.Sprintf("# The member list of Etcd %s/%s (spec.externallyManagedMemberAddresses),\n"+
+		"# resourceVersion %s, kept by etcdlet for when the API server is away. Do not edit:\n"+
+		"# edit the Etcd resource.\n%s", e.Namespace, e.Name, e.ResourceVersion, body)
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return fmt.Errorf("keep the Etcd's member list: %w", err)
+	}
+	if err := atomicfile.Write(path, []byte(content), 0o600); err != nil {
+		return fmt.Errorf("keep the Etcd's member list: %w", err)
+	}
+	k.Log.Info("member list of the Etcd resource kept", "etcd", e.Namespace+"/"+e.Name, "resourceVersion", e.ResourceVersion, "members", list)
+	return nil
+}

@@ -1,0 +1,96 @@
+package kube
+
+import (
+	"fmt"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+)
+
+// Recorder records Events about the object etcdlet reports on (the Etcd
+// resource, or kubernetes.events). It never blocks: Events are sent in the
+// background, de-duplicated and rate-limited by client-go's correlator,
+// and dropped when the API server stays away.
+type Recorder interface {
+	Eventf(eventtype, reason, messageFmt string, args ...any)
+}
+
+// Event reasons. They are part of etcdlet's interface: alerts and
+// dashboards select on them (docs/kubernetes.md lists them).
+const (
+	ReasonMemberAdded            = "MemberAdded"
+	ReasonMemberPromoted         = "MemberPromoted"
+	ReasonMemberRemoved          = "MemberRemoved"
+	ReasonLeaderMoved            = "LeaderMoved"
+	ReasonAlarmDisarmed          = "AlarmDisarmed"
+	ReasonMembershipChangeFailed = "MembershipChangeFailed"
+	ReasonDataDirMovedAside      = "DataDirMovedAside"
+	ReasonMemberListRefused      = "MemberListRefused"
+	ReasonProtectionReverted     = "ProtectionReverted"
+	ReasonProtectionSwitched     = "ProtectionSwitched"
+)
+
+// EventRecorder sends Events about one object through client-go's
+// broadcaster. The object can be set late (the Etcd resource's UID is
+// only known once it was read); Events before that go to the reference
+// without a UID, which the API server accepts.
+type EventRecorder struct {
+	broadcaster record.EventBroadcaster
+	recorder    record.EventRecorder
+
+	mu  sync.Mutex
+	ref *corev1.ObjectReference
+}
+
+// eventCorrelation: at most one Event per 5 minutes per (source, object,
+// reason) after a burst of 10, and similar ones aggregated, so that a list
+// refused on every read or a flapping member cannot flood the API server
+// (client-go's defaults are tuned for the kubelet's volume).
+var eventCorrelation = record.CorrelatorOptions{BurstSize: 10, QPS: 1.0 / 300}
+
+// NewEventRecorder starts sending Events about ref through c, as
+// component "etcdlet" on host. Stop ends it.
+func NewEventRecorder(c *Clients, ref corev1.ObjectReference, host string) *EventRecorder {
+	b := record.NewBroadcasterWithCorrelatorOptions(eventCorrelation)
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Core.CoreV1().Events("")})
+	return &EventRecorder{
+		broadcaster: b,
+		recorder:    b.NewRecorder(c.Scheme, corev1.EventSource{Component: "etcdlet", Host: host}),
+		ref:         &ref,
+	}
+}
+
+// SetUID completes the reference once the object was read.
+func (r *EventRecorder) SetUID(uid types.UID) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ref.UID != uid {
+		ref := *r.ref
+		ref.UID = uid
+		r.ref = &ref
+	}
+}
+
+// Eventf records an Event (corev1.EventTypeNormal or EventTypeWarning).
+func (r *EventRecorder) Eventf(eventtype, reason, messageFmt string, args ...any) {
+	r.mu.Lock()
+	ref := r.ref
+	r.mu.Unlock()
+	r.recorder.Eventf(ref, eventtype, reason, messageFmt, args...)
+}
+
+// Stop stops sending; Events not sent yet are dropped.
+func (r *EventRecorder) Stop() { r.broadcaster.Shutdown() }
+
+// Reference returns the object Events are recorded on.
+func (r *EventRecorder) Reference() string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ref.Namespace == "" {
+		return fmt.Sprintf("%s %s", r.ref.Kind, r.ref.Name)
+	}
+	return fmt.Sprintf("%s %s/%s", r.ref.Kind, r.ref.Namespace, r.ref.Name)
+}

@@ -1,0 +1,292 @@
+package daemon
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	druidv1alpha1 "github.com/gardener/etcd-druid/api/core/v1alpha1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/kube"
+	"github.com/etcdlet/etcdlet/daemon/kube/druid"
+	"github.com/etcdlet/etcdlet/daemon/kube/pacemakercluster"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/metrics"
+	"github.com/etcdlet/etcdlet/daemon/pacemaker"
+	"github.com/etcdlet/etcdlet/daemon/pacemaker/status"
+	"github.com/etcdlet/etcdlet/daemon/protect"
+)
+
+// ReportingFile is where, under agent.stateDir, the agent keeps the state
+// of its Kubernetes reporting for `etcdlet status`.
+const ReportingFile = "reporting.json"
+
+// reporting is the agent's Kubernetes side (package kube): the member
+// Lease, the Etcd resource, the PacemakerCluster status and Events. Every
+// target runs in its own goroutine; nothing here is on the reconcile
+// loop's path, which only hands over facts (Offer, events).
+type reporting struct {
+	cfg     *config.Config
+	log     *slog.Logger
+	host    string
+	clients *kube.Clients
+	// events is never nil: a recorder that drops everything without
+	// Kubernetes.
+	events   kube.Recorder
+	recorder *kube.EventRecorder
+
+	trackers   []*kube.Tracker
+	watcher    *druid.EtcdWatcher
+	renewer    *druid.LeaseRenewer
+	keeper     *druid.AddressKeeper
+	protection *druid.ProtectionSwitch
+	pacemaker  *pacemakercluster.Writer
+	dirty      chan struct{}
+}
+
+type nopRecorder struct{}
+
+func (nopRecorder) Eventf(string, string, string, ...any) {}
+
+// newReporting builds the targets the kubernetes section asks for; without
+// it, only a recorder that drops Events.
+func newReporting(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, host string) (*reporting, error) {
+	r := &reporting{cfg: cfg, log: log.With("component", "kubernetes"), host: host, events: nopRecorder{}, dirty: make(chan struct{}, 1)}
+	k := cfg.Kubernetes
+	if !k.Enabled() {
+		return r, nil
+	}
+	// client-go and controller-runtime log into the agent's log, warnings
+	// only (their retries of a missing API server would otherwise flood it).
+	kube.SetLogger(slog.New(levelFloor{r.log.Handler(), slog.LevelWarn}))
+	c, err := kube.NewClients(k)
+	if err != nil {
+		return nil, err
+	}
+	r.clients = c
+	m.CountKubernetesRequests(c.Calls)
+	r.recorder = kube.NewEventRecorder(c, eventObject(k), host)
+	r.events = r.recorder
+	track := func(kind, target string) *kube.Tracker {
+		t := kube.NewTracker(target, func(_, result string) { m.ReportWrites.WithLabelValues(kind, result).Inc() }, r.changed)
+		r.trackers = append(r.trackers, t)
+		return t
+	}
+	if e := k.Etcd; e != nil {
+		key := types.NamespacedName{Namespace: e.Namespace, Name: e.Name}
+		r.renewer = &druid.LeaseRenewer{Client: c.Client, Namespace: e.Namespace, EtcdName: e.Name, CallTimeout: k.CallTimeout,
+			PeerTLS: cfg.Etcd.PeerScheme() == "https", Heartbeat: e.HeartbeatInterval,
+			Tracker: track("lease", "Lease "+e.Namespace+"/"+e.Name+"-<ip>"), Log: r.log, Now: time.Now}
+		if cfg.Members.Source == config.SourceEtcdResource {
+			r.keeper = &druid.AddressKeeper{Config: cfg, Log: r.log, Recorder: r.events}
+		}
+		r.watcher = &druid.EtcdWatcher{Client: c.Client, Key: key, CallTimeout: k.CallTimeout,
+			Tracker: track("etcd-resource", "Etcd "+key.String()+" (read)"), Log: r.log, Now: time.Now, OnEtcd: r.onEtcd}
+	}
+	if p := k.PacemakerCluster; p != nil {
+		r.pacemaker, err = pacemakercluster.New(pacemakercluster.Options{
+			Client: c.Client, Version: cfg.Pacemaker.APIVersion, NodeName: cmp.Or(p.NodeName, host),
+			RefreshInterval: p.RefreshInterval, StaleAfter: p.StaleAfter, CallTimeout: k.CallTimeout,
+			Tracker:  track("pacemakercluster", "PacemakerCluster "+cfg.Pacemaker.APIVersion+" cluster (status)"),
+			Recorder: r.events, Log: r.log, Now: time.Now,
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	return r, nil
+}
+
+// eventObject is what Events are about: the Etcd resource, else the
+// configured object, else the PacemakerCluster singleton.
+func eventObject(k config.Kubernetes) corev1.ObjectReference {
+	switch {
+	case k.Etcd != nil:
+		return corev1.ObjectReference{APIVersion: druidv1alpha1.SchemeGroupVersion.String(), Kind: "Etcd", Namespace: k.Etcd.Namespace, Name: k.Etcd.Name}
+	case k.Events != nil:
+		return corev1.ObjectReference{APIVersion: k.Events.APIVersion, Kind: k.Events.Kind, Namespace: k.Events.Namespace, Name: k.Events.Name}
+	default:
+		return corev1.ObjectReference{APIVersion: "etcd.openshift.io/v1", Kind: "PacemakerCluster", Name: "cluster"}
+	}
+}
+
+// setGuard lets the Etcd's protection annotation switch the guard of the
+// files etcdlet renders (static-pod runtime only).
+func (r *reporting) setGuard(g *protect.Guard) {
+	if g != nil && r.watcher != nil {
+		r.protection = &druid.ProtectionSwitch{Guard: g, Configured: r.cfg.Protection.On(), Log: r.log, Recorder: r.events}
+	}
+}
+
+func (r *reporting) onEtcd(e *druidv1alpha1.Etcd) {
+	if r.recorder != nil {
+		r.recorder.SetUID(e.UID)
+	}
+	r.renewer.OnEtcd(e)
+	if r.keeper != nil {
+		r.keeper.OnEtcd(e)
+	}
+	if r.protection != nil {
+		r.protection.OnEtcd(e)
+	}
+}
+
+// start runs every target until ctx ends.
+func (r *reporting) start(ctx context.Context, wg *sync.WaitGroup, local func(context.Context) (druid.LocalMember, error)) {
+	if r.clients == nil {
+		return
+	}
+	if r.watcher != nil {
+		wg.Go(func() { r.watcher.Run(ctx) })
+		r.renewer.Local = local
+		wg.Go(func() { r.renewer.Run(ctx) })
+	}
+	if r.pacemaker != nil {
+		wg.Go(func() { r.pacemaker.Run(ctx) })
+	}
+	wg.Go(func() { r.persist(ctx) })
+}
+
+// stop ends the event recorder (after the targets stopped).
+func (r *reporting) stop() {
+	if r.recorder != nil {
+		r.recorder.Stop()
+	}
+}
+
+// States returns every target's state.
+func (r *reporting) States() []kube.TargetState {
+	states := make([]kube.TargetState, 0, len(r.trackers)+1)
+	for _, t := range r.trackers {
+		states = append(states, t.State())
+	}
+	if r.keeper != nil && r.keeper.Err != nil {
+		states = append(states, kube.TargetState{Target: "member list from the Etcd resource", LastError: r.keeper.Err.Error()})
+	}
+	return states
+}
+
+func (r *reporting) changed() {
+	select {
+	case r.dirty <- struct{}{}:
+	default:
+	}
+}
+
+// persistEvery bounds how often the reporting state is written to disk:
+// a Lease renewal every few seconds must not mean a disk write each.
+const persistEvery = 5 * time.Second
+
+// persist keeps ReportingFile current for `etcdlet status`, at most every
+// persistEvery, and once more when the agent stops.
+func (r *reporting) persist(ctx context.Context) {
+	path := filepath.Join(r.cfg.Agent.StateDir, ReportingFile)
+	write := func() {
+		data, err := json.MarshalIndent(r.States(), "", "  ")
+		if err == nil {
+			err = os.MkdirAll(r.cfg.Agent.StateDir, 0o700)
+		}
+		if err == nil {
+			err = atomicfile.Write(path, append(data, '\n'), 0o600)
+		}
+		if err != nil {
+			r.log.Warn("reporting state not saved for etcdlet status", "path", path, "error", err)
+		}
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			write()
+			return
+		case <-r.dirty:
+			write()
+		}
+		select {
+		case <-ctx.Done():
+			write()
+			return
+		case <-time.After(persistEvery):
+		}
+	}
+}
+
+// ReadReporting reads the reporting state the agent saved (nil, nil when
+// it reports nothing, or never ran).
+func ReadReporting(cfg *config.Config) ([]kube.TargetState, error) {
+	data, err := config.ReadRegularFile(filepath.Join(cfg.Agent.StateDir, ReportingFile), 1<<20)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var states []kube.TargetState
+	if err := json.Unmarshal(data, &states); err != nil {
+		return nil, fmt.Errorf("%s: %w", ReportingFile, err)
+	}
+	return states, nil
+}
+
+// membershipEvent turns a membership call into an Event: what changed, or
+// why the call failed.
+func (r *reporting) membershipEvent(a membership.Action, res etcdclient.Result) {
+	if res.Outcome != etcdclient.Done {
+		if res.Outcome == etcdclient.Fatal {
+			r.events.Eventf(corev1.EventTypeWarning, kube.ReasonMembershipChangeFailed, "%s: %v", a, res.Err)
+		}
+		return
+	}
+	reason := map[membership.ActionKind]string{
+		membership.ActionAddLearner: kube.ReasonMemberAdded,
+		membership.ActionPromote:    kube.ReasonMemberPromoted,
+		membership.ActionRemove:     kube.ReasonMemberRemoved,
+		membership.ActionMoveLeader: kube.ReasonLeaderMoved,
+		membership.ActionDisarm:     kube.ReasonAlarmDisarmed,
+	}[a.Kind]
+	if reason == "" {
+		reason = "MembershipChanged"
+	}
+	r.events.Eventf(corev1.EventTypeNormal, reason, "%s", a)
+}
+
+// offerPacemaker hands the latest PacemakerCluster status to the writer
+// (nil while pacemaker's state is unknown: nothing is written then), with
+// whether this host is pacemaker's DC: the DC's agent is the one writer
+// (package pacemakercluster).
+func (r *reporting) offerPacemaker(snap pacemaker.Snapshot, built status.Object, self netip.Addr) {
+	if r.pacemaker == nil {
+		return
+	}
+	in := pacemakercluster.Input{Built: built}
+	if c := snap.Cluster; c != nil {
+		local := r.cfg.Kubernetes.PacemakerCluster.NodeName
+		if local == "" {
+			local = pacemakercluster.LocalNode(c, self, r.host)
+		}
+		in.IsDC = pacemakercluster.IsDC(c, local)
+	}
+	r.pacemaker.Offer(in)
+}
+
+// levelFloor drops records below a level.
+type levelFloor struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h levelFloor) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
