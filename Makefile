@@ -25,7 +25,7 @@ test-deps:
 # hack/envtest.sh builds kube-apiserver and etcd from the Go module proxy
 # once, into a cache outside the repository ($HOME/.cache/etcdlet), and
 # prints where; the tests find them through KUBEBUILDER_ASSETS.
-ASSETS := assets="$$(hack/envtest.sh)" && export KUBEBUILDER_ASSETS="$$assets"
+ASSETS := assets="$$(hack/envtest.sh)" && export KUBEBUILDER_ASSETS="$$assets" && druid="$$(hack/druid.sh)" && export ETCDLET_DRUID="$$druid"
 
 # hack/test.sh runs lint, the unit packages (-race) and the end-to-end
 # tests side by side; every step runs to its end and the summary names
@@ -52,10 +52,15 @@ demo: build
 # Membership latency (members-file write to the change seen), idle CPU and
 # RSS (embedded and static-pod runtimes), the static-pod runtime's render and
 # start to READY=1: each against a floor measured in the same run (see
-# docs/development.md); then the pacemaker Go benchmarks (ns/op, allocs/op).
+# docs/development.md); then the pacemaker Go benchmarks (ns/op, allocs/op);
+# then reporting to a real kube-apiserver: a pacemaker change to the stored
+# status against crm_mon's own run time, and API calls per minute per agent
+# at steady state (over ETCDLET_BENCH_WINDOW, default 1m).
 bench:
 	$(ASSETS) && $(GO) run ./test/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./daemon/pacemaker/
+	$(ASSETS) && $(GO) test -run '^$$' -bench PacemakerChange -benchtime 50x ./daemon/kube/
+	$(ASSETS) && $(GO) test -run '^$$' -bench SteadyState -benchtime 1x ./daemon/kube/
 
 lint:
 	@out=$$(gofmt -l .); \

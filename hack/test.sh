@@ -34,6 +34,14 @@ else
   failed+=("hack/envtest.sh: kube-apiserver and etcd could not be built")
 fi
 
+step "etcd-druid for the tests (hack/druid.sh)"
+# On failure the tests that run druid fail too, each saying so.
+if druid=$(hack/druid.sh); then
+  export ETCDLET_DRUID=$druid
+else
+  failed+=("hack/druid.sh: etcd-druid could not be built")
+fi
+
 # run NAME ARGS...: go test in the background, its output prefixed and kept.
 run() {
   local name=$1; shift

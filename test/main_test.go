@@ -65,6 +65,10 @@ const (
 	netCorrupt
 	netPeerAuth
 	netCertsIssue
+	netDruid
+	netAPIOutage
+	netProtectionSwitch
+	netPacemakerWriter
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -39,6 +39,25 @@ func binaries() (apiServer, etcd string, err error) {
 	return apiServer, etcd, nil
 }
 
+// druidEnv names the etcd-druid operator binary that StartDruid runs.
+const druidEnv = "ETCDLET_DRUID"
+
+// howToGetDruid is appended to every error about the druid binary.
+const howToGetDruid = "run hack/druid.sh, or make test, which builds it: " +
+	`ETCDLET_DRUID="$(hack/druid.sh)" go test ...`
+
+// druidBinary returns the path of the etcd-druid binary in $ETCDLET_DRUID.
+func druidBinary() (string, error) {
+	p := os.Getenv(druidEnv)
+	if p == "" {
+		return "", fmt.Errorf("%s is not set; %s", druidEnv, howToGetDruid)
+	}
+	if err := checkExecutable(p); err != nil {
+		return "", fmt.Errorf("%s=%s: %w; %s", druidEnv, p, err, howToGetDruid)
+	}
+	return p, nil
+}
+
 func checkExecutable(path string) error {
 	fi, err := os.Stat(path)
 	if err != nil {

@@ -83,22 +83,33 @@ func moduleDir(module string) (string, error) {
 	return dir, nil
 }
 
-// druidEtcdCRD returns etcd-druid's Etcd CRD, embedded in its api module.
-func druidEtcdCRD() (*apiextensionsv1.CustomResourceDefinition, error) {
+// druidCRDs returns etcd-druid's CRDs, embedded in its api module: Etcd,
+// EtcdOpsTask and EtcdCopyBackupsTask. All of them, because the operator
+// (StartDruid) always runs a controller for each, and a controller whose
+// kind is not served never starts its workers.
+func druidCRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	all, err := druidcrds.GetAll(druidK8sVersion)
 	if err != nil {
 		return nil, fmt.Errorf("etcd-druid CRDs for Kubernetes %s: %w", druidK8sVersion, err)
 	}
-	raw, ok := all[druidcrds.ResourceNameEtcd]
-	if !ok || raw == "" {
-		return nil, errors.New("etcd-druid api module has no " + druidcrds.ResourceNameEtcd + " CRD")
+	var out []*apiextensionsv1.CustomResourceDefinition
+	for _, name := range []string{
+		druidcrds.ResourceNameEtcd,
+		druidcrds.ResourceNameEtcdOpsTask,
+		druidcrds.ResourceNameEtcdCopyBackupsTask,
+	} {
+		raw, ok := all[name]
+		if !ok || raw == "" {
+			return nil, errors.New("etcd-druid api module has no " + name + " CRD")
+		}
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := yaml.Unmarshal([]byte(raw), crd); err != nil {
+			return nil, fmt.Errorf("decode the %s CRD: %w", name, err)
+		}
+		if crd.Name != name {
+			return nil, fmt.Errorf("etcd-druid's %s CRD is named %q", name, crd.Name)
+		}
+		out = append(out, crd)
 	}
-	crd := &apiextensionsv1.CustomResourceDefinition{}
-	if err := yaml.Unmarshal([]byte(raw), crd); err != nil {
-		return nil, fmt.Errorf("decode the %s CRD: %w", druidcrds.ResourceNameEtcd, err)
-	}
-	if crd.Name != druidcrds.ResourceNameEtcd {
-		return nil, fmt.Errorf("etcd-druid's Etcd CRD is named %q, want %q", crd.Name, druidcrds.ResourceNameEtcd)
-	}
-	return crd, nil
+	return out, nil
 }

@@ -8,6 +8,15 @@
 //
 //	KUBEBUILDER_ASSETS="$(hack/envtest.sh)" go test ./test/envtest/
 //
-// `make test` does this. A test that calls Start without the binaries fails
-// (it does not skip) and says how to get them.
+// The real etcd-druid operator (StartDruid) is built the same way by
+// hack/druid.sh and found through ETCDLET_DRUID:
+//
+//	ETCDLET_DRUID="$(hack/druid.sh)" KUBEBUILDER_ASSETS="$(hack/envtest.sh)" go test ./test/
+//
+// Env can also stop and restart its kube-apiserver (StopAPIServer,
+// StartAPIServer) with every object kept, and write kubeconfigs for
+// restricted identities (WriteKubeconfig).
+//
+// `make test` does all this. A test that calls Start or StartDruid without
+// the binaries fails (it does not skip) and says how to get them.
 package envtest

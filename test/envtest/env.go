@@ -20,7 +20,9 @@ type Options struct {
 	// PacemakerCluster installs OpenShift's PacemakerCluster CRD at this
 	// version (PacemakerNone: not installed).
 	PacemakerCluster PacemakerVersion
-	// DruidEtcd installs etcd-druid's Etcd CRD (druid.gardener.cloud/v1alpha1).
+	// DruidEtcd installs etcd-druid's CRDs (druid.gardener.cloud/v1alpha1):
+	// Etcd, and EtcdOpsTask and EtcdCopyBackupsTask, without which the
+	// operator that StartDruid runs does not start all its controllers.
 	DruidEtcd bool
 }
 
@@ -127,11 +129,11 @@ func crdInstallOptions(opts Options, scheme *runtime.Scheme) (crenvtest.CRDInsta
 		install.Paths = append(install.Paths, p)
 	}
 	if opts.DruidEtcd {
-		crd, err := druidEtcdCRD()
+		crds, err := druidCRDs()
 		if err != nil {
 			return install, err
 		}
-		install.CRDs = append(install.CRDs, crd)
+		install.CRDs = append(install.CRDs, crds...)
 	}
 	return install, nil
 }

@@ -93,6 +93,8 @@ type Options struct {
 	// Extra is appended to every agent's configuration (more top-level
 	// sections, e.g. "pacemaker:").
 	Extra string
+	// ExtraFor, when set, is appended to agent n's configuration after Extra.
+	ExtraFor func(n int) string
 	// EtcdArgs, when set, gives more etcd.extraArgs for agent n's member.
 	EtcdArgs func(n int) map[string]string
 	// EtcdConfig and AgentConfig are YAML lines added to every agent's
@@ -101,6 +103,9 @@ type Options struct {
 	EtcdConfig, AgentConfig string
 	// Env, when set, gives extra environment for agent n's process.
 	Env func(n int) []string
+	// Members, when set, replaces the members section (the members file
+	// is then unused), e.g. "members:\n  source: etcd-resource\n".
+	Members string
 	// StaticPod runs the agents with etcd.runtime static-pod; each node
 	// gets a Kubelet that runs the manifest's etcd with this binary.
 	StaticPod string
@@ -261,7 +266,11 @@ func (c *Cluster) WriteConfig(n int) {
 	if c.Opts.Replicas > 0 {
 		fmt.Fprintf(&b, "  replicas: %d\n", c.Opts.Replicas)
 	}
-	fmt.Fprintf(&b, "members:\n  source: file\n  file: %s\n", c.Members)
+	if c.Opts.Members != "" {
+		b.WriteString(c.Opts.Members)
+	} else {
+		fmt.Fprintf(&b, "members:\n  source: file\n  file: %s\n", c.Members)
+	}
 	if !c.Opts.DetectAddress {
 		fmt.Fprintf(&b, "node:\n  address: %s\n", c.IP(n))
 	}
@@ -304,6 +313,9 @@ func (c *Cluster) WriteConfig(n int) {
 	}
 	b.WriteString(c.Opts.AgentConfig)
 	b.WriteString(c.Opts.Extra)
+	if c.Opts.ExtraFor != nil {
+		b.WriteString(c.Opts.ExtraFor(n))
+	}
 	if err := os.WriteFile(c.ConfigPath(n), []byte(b.String()), 0o600); err != nil {
 		c.t.Fatalf("%v", err)
 	}

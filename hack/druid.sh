@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# Builds the etcd-druid operator that the envtest tests (test/envtest,
+# StartDruid) run against their kube-apiserver, from the Go module proxy, via
+# the wrapper module in hack/druid-bin. `go install pkg@version` cannot build
+# it (its go.mod replaces its api module with ./api), hence the wrapper.
+#
+# Prints the absolute path of the druid binary as its only stdout line, so
+# callers can do:
+#   ETCDLET_DRUID="$(hack/druid.sh)" go test ./test/envtest/
+# Progress and errors go to stderr.
+#
+# The binary is ${ETCDLET_CACHE:-$HOME/.cache/etcdlet}/druid-bin/
+# druid-<version>-<hash of the wrapper's go.sum>/druid: outside the
+# repository, so it survives `git clean`, and keyed so that a bump of the
+# wrapper builds afresh. The build is skipped when the binary is already there
+# and executable.
+set -euo pipefail
+
+log() { echo "druid.sh: $*" >&2; }
+fail() { log "error: $*"; exit 1; }
+
+script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+mod_dir="$script_dir/druid-bin"
+[ -f "$mod_dir/go.mod" ] || fail "wrapper module not found at $mod_dir/go.mod"
+[ -f "$mod_dir/go.sum" ] || fail "wrapper module has no go.sum at $mod_dir/go.sum; run 'go mod tidy' in $mod_dir"
+
+# The operator version comes from the wrapper's go.mod, so the cache key and
+# the -X version flag below cannot drift from what is actually built.
+druid_module=github.com/gardener/etcd-druid
+druid_version=$(awk -v m="$druid_module" '$1 == m && $2 ~ /^v[0-9]+\.[0-9]+\.[0-9]+$/ { print $2; exit }
+	$1 == "require" && $2 == m { print $3; exit }' "$mod_dir/go.mod")
+[[ "$druid_version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+	fail "cannot read the $druid_module version from $mod_dir/go.mod (got '${druid_version}')"
+
+command -v sha256sum >/dev/null || fail "sha256sum not found (coreutils)"
+sum_hash=$(sha256sum "$mod_dir/go.sum" | cut -c1-12)
+
+if [ -z "${ETCDLET_CACHE:-}" ]; then
+	[ -n "${HOME:-}" ] || fail "neither ETCDLET_CACHE nor HOME is set; set ETCDLET_CACHE to a cache directory"
+	cache=$HOME/.cache/etcdlet
+else
+	cache=$ETCDLET_CACHE
+fi
+mkdir -p "$cache/druid-bin" || fail "cannot create $cache/druid-bin"
+bin_root=$(cd "$cache/druid-bin" && pwd -P)
+bin_dir="$bin_root/druid-$druid_version-$sum_hash"
+
+if [ -x "$bin_dir/druid" ]; then
+	log "using cached binary $bin_dir/druid"
+	echo "$bin_dir/druid"
+	exit 0
+fi
+
+command -v go >/dev/null || fail "go not found in PATH; install Go 1.26 from https://go.dev/dl/"
+
+# Build into a temporary directory on the same filesystem and move the
+# finished binary into place, so an interrupted build never leaves a
+# half-written file that the executable check above would accept.
+tmp=$(mktemp -d "$bin_root/.build.XXXXXX")
+trap 'rm -rf "$tmp"' EXIT
+
+# GOWORK=off and -mod=readonly: the wrapper must be its own main module with
+# exactly the versions in its go.sum, whatever the caller's environment says.
+export GOWORK=off CGO_ENABLED=0
+pkg=$druid_module/cmd
+log "building druid $druid_version from $pkg (the first build takes a few minutes)"
+start=$SECONDS
+# Without -X, `druid --version` and its start-up log report
+# v0.0.0-master+$Format:%H$; its own Makefile sets the same variable.
+(cd "$mod_dir" && go build -mod=readonly -trimpath \
+	-ldflags "-s -w -X $druid_module/internal/version.gitVersion=$druid_version" \
+	-o "$tmp/druid" "$pkg") >&2 ||
+	fail "building $pkg failed (see above); the wrapper module is $mod_dir"
+log "built druid in $((SECONDS - start)) s"
+
+# The binary must run and say what it is before it goes into the cache.
+version_out=$("$tmp/druid" --version 2>&1) || fail "the built druid does not run: $version_out"
+grep -q "^etcd-druid $druid_version\$" <<<"$version_out" ||
+	fail "the built druid reports '$version_out', expected 'etcd-druid $druid_version'"
+log "$version_out"
+
+mkdir -p "$bin_dir"
+mv -f "$tmp/druid" "$bin_dir/druid"
+log "binary at $bin_dir/druid"
+echo "$bin_dir/druid"
