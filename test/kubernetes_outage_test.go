@@ -90,7 +90,8 @@ func TestReportingCatchesUpAfterAPIServerOutage(t *testing.T) {
 
 // The Etcd's druid.gardener.cloud/disable-etcd-component-protection
 // annotation switches etcdlet's protection of its manifest off, as it does
-// druid's webhook, and back on when removed; both are reported as Events.
+// druid's webhook, and back on when removed; both, and the revert of the
+// edit made meanwhile, are reported as Events.
 func TestEtcdAnnotationSwitchesProtection(t *testing.T) {
 	t.Parallel()
 	env := envtest.Start(t, envtest.Options{DruidEtcd: true})
@@ -127,7 +128,7 @@ func TestEtcdAnnotationSwitchesProtection(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	events := func(want int) func() error {
+	events := func(reason string, want int) func() error {
 		return func() error {
 			var l corev1.EventList
 			if err := env.Client.List(t.Context(), &l, client.InNamespace(druidNamespace)); err != nil {
@@ -135,19 +136,19 @@ func TestEtcdAnnotationSwitchesProtection(t *testing.T) {
 			}
 			n := 0
 			for _, e := range l.Items {
-				if e.Reason == "ProtectionSwitched" {
+				if e.Reason == reason {
 					n += int(max(e.Count, 1))
 				}
 			}
 			if n < want {
-				return fmt.Errorf("%d ProtectionSwitched events, want %d", n, want)
+				return fmt.Errorf("%d %s events, want %d", n, reason, want)
 			}
 			return nil
 		}
 	}
 
 	annotate(true)
-	harness.Eventually(t, 20*time.Second, "protection switched off (Event)", events(1))
+	harness.Eventually(t, 20*time.Second, "protection switched off (Event)", events("ProtectionSwitched", 1))
 	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -168,5 +169,6 @@ func TestEtcdAnnotationSwitchesProtection(t *testing.T) {
 		}
 		return nil
 	})
-	harness.Eventually(t, 20*time.Second, "protection switched on (Event)", events(2))
+	harness.Eventually(t, 20*time.Second, "protection switched on (Event)", events("ProtectionSwitched", 2))
+	harness.Eventually(t, 20*time.Second, "the revert reported (Event)", events("ProtectionReverted", 1))
 }

@@ -203,7 +203,7 @@ func TestDruidSeesEtcdletMembers(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Short thresholds, so that a stopped member shows within the test.
-	envtest.StartDruid(t, env, envtest.DruidOptions{UnknownThreshold: 10 * time.Second, NotReadyThreshold: 20 * time.Second})
+	envtest.StartDruid(t, env, envtest.DruidOptions{StatusSyncPeriod: 5 * time.Second, UnknownThreshold: 10 * time.Second, NotReadyThreshold: 20 * time.Second})
 	for n := 1; n <= 3; n++ {
 		c.Start(n)
 	}
@@ -287,9 +287,13 @@ func TestDruidSeesEtcdletMembers(t *testing.T) {
 	})
 
 	// Stop node 1 (agent and member): its Lease ages, and druid says so
-	// after its unknown threshold.
+	// after its unknown threshold: the last renewal (at most a heartbeat
+	// ago) plus the threshold plus one status sync, and slack for a loaded
+	// machine.
+	stopped := time.Now()
 	c.Agent(1).Stop()
-	harness.Eventually(t, 60*time.Second, "druid marks the stopped member NotReady", func() error {
+	const heartbeat, unknown, sync = 2 * time.Second, 10 * time.Second, 5 * time.Second
+	harness.Eventually(t, heartbeat+unknown+sync+15*time.Second, "druid marks the stopped member NotReady within its thresholds", func() error {
 		e := &druidv1alpha1.Etcd{}
 		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: druidNamespace, Name: "etcd-main"}, e); err != nil {
 			return err
@@ -301,4 +305,6 @@ func TestDruidSeesEtcdletMembers(t *testing.T) {
 		}
 		return fmt.Errorf("druid's members: %+v", e.Status.Members)
 	})
+	t.Logf("druid marked the stopped member NotReady %s after it stopped (unknown threshold %s, status sync %s)",
+		time.Since(stopped).Round(100*time.Millisecond), unknown, sync)
 }

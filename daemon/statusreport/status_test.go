@@ -4,9 +4,12 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/netip"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 )
 
@@ -106,5 +109,27 @@ func TestInsecureSettingsHeadTheReport(t *testing.T) {
 	}
 	if !bytes.Contains(js.Bytes(), []byte(`"insecure": [`)) {
 		t.Errorf("JSON has no insecure list:\n%s", js.String())
+	}
+}
+
+// Each reporting target is one line: when it last succeeded, what the
+// agent does for it, and the error of a failing one.
+func TestReportingLines(t *testing.T) {
+	ok := time.Date(2026, 11, 24, 10, 31, 2, 0, time.Local)
+	r := Report{Cluster: "etcd-main", Reporting: []kube.TargetState{
+		{Target: "Lease kube-system/etcd-main-192.0.2.1", Detail: "renewing as 5fc4:4f38:Leader", LastSuccess: ok, LastAttempt: ok},
+		{Target: "Etcd kube-system/etcd-main (read)", LastAttempt: ok, LastError: "connection refused", Failures: 3},
+	}}
+	var out bytes.Buffer
+	if err := WriteTable(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"kubernetes: Lease kube-system/etcd-main-192.0.2.1: last success 2026-11-24 10:31:02; renewing as 5fc4:4f38:Leader\n",
+		"kubernetes: Etcd kube-system/etcd-main (read): last success never; failing (3 attempts): connection refused\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
 	}
 }
