@@ -138,6 +138,7 @@ func (r *reporting) onEtcd(e *druidv1alpha1.Etcd) {
 	r.renewer.OnEtcd(e)
 	if r.keeper != nil {
 		r.keeper.OnEtcd(e)
+		r.changed() // a refused list is part of the reporting state
 	}
 	if r.protection != nil {
 		r.protection.OnEtcd(e)
@@ -173,8 +174,10 @@ func (r *reporting) States() []kube.TargetState {
 	for _, t := range r.trackers {
 		states = append(states, t.State())
 	}
-	if r.keeper != nil && r.keeper.Err != nil {
-		states = append(states, kube.TargetState{Target: "member list from the Etcd resource", LastError: r.keeper.Err.Error()})
+	if r.keeper != nil {
+		if err := r.keeper.Err(); err != nil {
+			states = append(states, kube.TargetState{Target: "member list from the Etcd resource", LastError: err.Error()})
+		}
 	}
 	return states
 }

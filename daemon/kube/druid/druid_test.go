@@ -86,8 +86,8 @@ func TestAddressKeeper(t *testing.T) {
 			k.OnEtcd(tc.etcd)
 			data, _ := os.ReadFile(cfg.EtcdResourceMembers())
 			if !strings.Contains(tc.want, "\n") {
-				if k.Err == nil || !strings.Contains(k.Err.Error(), tc.want) {
-					t.Fatalf("refusal %v, want it to say %q", k.Err, tc.want)
+				if k.Err() == nil || !strings.Contains(k.Err().Error(), tc.want) {
+					t.Fatalf("refusal %v, want it to say %q", k.Err(), tc.want)
 				}
 				if len(data) != 0 {
 					t.Errorf("a refused list was kept:\n%s", data)
@@ -97,8 +97,8 @@ func TestAddressKeeper(t *testing.T) {
 				}
 				return
 			}
-			if k.Err != nil {
-				t.Fatal(k.Err)
+			if err := k.Err(); err != nil {
+				t.Fatal(err)
 			}
 			if !strings.HasSuffix(string(data), "\n"+tc.want) {
 				t.Fatalf("kept copy:\n%s\nwant the addresses\n%s", data, tc.want)
@@ -121,7 +121,7 @@ func TestAddressKeeperKeepsTheLastGoodList(t *testing.T) {
 	k := &AddressKeeper{Config: cfg, Log: discard, Recorder: &recorded{}}
 	k.OnEtcd(etcdWith(2, "127.0.0.1", "127.0.0.2"))
 	k.OnEtcd(etcdWith(2, "127.0.0.1", "localhost"))
-	if k.Err == nil {
+	if k.Err() == nil {
 		t.Fatal("a list with a hostname was accepted")
 	}
 	addrs, errs := cfg.DesiredMembers()
@@ -129,8 +129,8 @@ func TestAddressKeeperKeepsTheLastGoodList(t *testing.T) {
 		t.Fatalf("the kept list is %v, %v; want the two good addresses", addrs, errs)
 	}
 	k.OnEtcd(etcdWith(3, "127.0.0.1", "127.0.0.2", "127.0.0.3"))
-	if addrs, _ := cfg.DesiredMembers(); k.Err != nil || len(addrs) != 3 {
-		t.Fatalf("the next good list was not kept: %v, %v", addrs, k.Err)
+	if addrs, _ := cfg.DesiredMembers(); k.Err() != nil || len(addrs) != 3 {
+		t.Fatalf("the next good list was not kept: %v, %v", addrs, k.Err())
 	}
 }
 

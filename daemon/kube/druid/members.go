@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 
 	druidv1alpha1 "github.com/gardener/etcd-druid/api/core/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
@@ -31,16 +32,32 @@ type AddressKeeper struct {
 	Recorder kube.Recorder
 	// refused is the last list refused, so that it is reported once.
 	refused string
-	// Err says why the resource's current list is refused, nil when it
+
+	mu sync.Mutex
+	// err says why the resource's current list is refused, nil when it
 	// is in force.
-	Err error
+	err error
 }
 
-// OnEtcd takes in a version of the resource.
+// Err says why the Etcd's current list is not in force (refused, or not
+// kept), nil when it is. Safe to call from any goroutine.
+func (k *AddressKeeper) Err() error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	return k.err
+}
+
+func (k *AddressKeeper) setErr(err error) {
+	k.mu.Lock()
+	k.err = err
+	k.mu.Unlock()
+}
+
+// OnEtcd takes in a version of the resource (from one goroutine).
 func (k *AddressKeeper) OnEtcd(e *druidv1alpha1.Etcd) {
 	addrs, err := k.check(e)
 	if err != nil {
-		k.Err = err
+		k.setErr(err)
 		// Bracketed, so that an empty list is a key of its own.
 		key := "[" + strings.Join(e.Spec.ExternallyManagedMemberAddresses, ",") + "]"
 		if key != k.refused {
@@ -52,9 +69,10 @@ func (k *AddressKeeper) OnEtcd(e *druidv1alpha1.Etcd) {
 		}
 		return
 	}
-	k.Err, k.refused = nil, ""
-	if err := k.keep(e, addrs); err != nil {
-		k.Err = err
+	k.refused = ""
+	err = k.keep(e, addrs)
+	k.setErr(err)
+	if err != nil {
 		k.Log.Error("member list of the Etcd resource not kept", "path", k.Config.EtcdResourceMembers(), "error", err)
 	}
 }
