@@ -102,11 +102,9 @@ func (k *Kubernetes) applyDefaults(explicit map[string]bool) {
 	}
 }
 
-// dns1123Label and dns1123Subdomain are Kubernetes' name rules.
-var (
-	dns1123Label     = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-)
+// dns1123Subdomain is Kubernetes' rule for object names (dns1123Label,
+// the one for namespaces, is also cluster.name's).
+var dns1123Subdomain = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
 
 func (c *Config) validateKubernetes(errs *Errors) {
 	k := c.Kubernetes

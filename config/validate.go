@@ -17,9 +17,9 @@ import (
 )
 
 var (
-	clusterNamePattern = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
-	flagNamePattern    = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
-	logLevels          = []string{"debug", "info", "warn", "error"}
+	dns1123Label    = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
+	flagNamePattern = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+	logLevels       = []string{"debug", "info", "warn", "error"}
 )
 
 // ownedEtcdFlags are the etcd flags etcdlet sets itself. Setting one in
@@ -107,7 +107,7 @@ func (c *Config) validateCluster(errs *Errors) {
 	switch name := c.Cluster.Name; {
 	case name == "":
 		errs.add("cluster.name", nil, "required: the member name prefix, e.g. etcd-main")
-	case len(name) > 63 || !clusterNamePattern.MatchString(name):
+	case len(name) > 63 || !dns1123Label.MatchString(name):
 		errs.add("cluster.name", name, "must be at most 63 lower-case letters, digits and '-', starting and ending with a letter or digit")
 	}
 	if r := c.Cluster.Replicas; r != nil && (*r < 1 || *r > MaxMembers) {

@@ -3,13 +3,8 @@ package daemon
 import (
 	"cmp"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
 	"log/slog"
 	"net/netip"
-	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
@@ -18,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/kube/druid"
@@ -28,6 +22,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/pacemaker"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/status"
 	"github.com/etcdlet/etcdlet/daemon/protect"
+	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
 // ReportingFile is where, under agent.stateDir, the agent keeps the state
@@ -196,17 +191,10 @@ const persistEvery = 5 * time.Second
 // persist keeps ReportingFile current for `etcdlet status`, at most every
 // persistEvery, and once more when the agent stops.
 func (r *reporting) persist(ctx context.Context) {
-	path := filepath.Join(r.cfg.Agent.StateDir, ReportingFile)
+	store := state.Store{Dir: r.cfg.Agent.StateDir}
 	write := func() {
-		data, err := json.MarshalIndent(r.States(), "", "  ")
-		if err == nil {
-			err = os.MkdirAll(r.cfg.Agent.StateDir, 0o700)
-		}
-		if err == nil {
-			err = atomicfile.Write(path, append(data, '\n'), 0o600)
-		}
-		if err != nil {
-			r.log.Warn("reporting state not saved for etcdlet status", "path", path, "error", err)
+		if err := store.WriteJSON(ReportingFile, r.States()); err != nil {
+			r.log.Warn("reporting state not saved for etcdlet status", "file", ReportingFile, "error", err)
 		}
 	}
 	for {
@@ -229,18 +217,9 @@ func (r *reporting) persist(ctx context.Context) {
 // ReadReporting reads the reporting state the agent saved (nil, nil when
 // it reports nothing, or never ran).
 func ReadReporting(cfg *config.Config) ([]kube.TargetState, error) {
-	data, err := config.ReadRegularFile(filepath.Join(cfg.Agent.StateDir, ReportingFile), 1<<20)
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
 	var states []kube.TargetState
-	if err := json.Unmarshal(data, &states); err != nil {
-		return nil, fmt.Errorf("%s: %w", ReportingFile, err)
-	}
-	return states, nil
+	_, err := state.Store{Dir: cfg.Agent.StateDir}.ReadJSON(ReportingFile, &states)
+	return states, err
 }
 
 // membershipEvent turns a membership call into an Event: what changed, or

@@ -23,6 +23,8 @@ script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 mod_dir="$script_dir/druid-bin"
 [ -f "$mod_dir/go.mod" ] || fail "wrapper module not found at $mod_dir/go.mod"
 [ -f "$mod_dir/go.sum" ] || fail "wrapper module has no go.sum at $mod_dir/go.sum; run 'go mod tidy' in $mod_dir"
+# shellcheck source=lib/wrapper-build.sh
+. "$script_dir/lib/wrapper-build.sh"
 
 # The operator version comes from the wrapper's go.mod, so the cache key and
 # the -X version flag below cannot drift from what is actually built.
@@ -32,18 +34,7 @@ druid_version=$(awk -v m="$druid_module" '$1 == m && $2 ~ /^v[0-9]+\.[0-9]+\.[0-
 [[ "$druid_version" =~ ^v[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
 	fail "cannot read the $druid_module version from $mod_dir/go.mod (got '${druid_version}')"
 
-command -v sha256sum >/dev/null || fail "sha256sum not found (coreutils)"
-sum_hash=$(sha256sum "$mod_dir/go.sum" | cut -c1-12)
-
-if [ -z "${ETCDLET_CACHE:-}" ]; then
-	[ -n "${HOME:-}" ] || fail "neither ETCDLET_CACHE nor HOME is set; set ETCDLET_CACHE to a cache directory"
-	cache=$HOME/.cache/etcdlet
-else
-	cache=$ETCDLET_CACHE
-fi
-mkdir -p "$cache/druid-bin" || fail "cannot create $cache/druid-bin"
-bin_root=$(cd "$cache/druid-bin" && pwd -P)
-bin_dir="$bin_root/druid-$druid_version-$sum_hash"
+cache_bin_dir druid-bin "druid-$druid_version"
 
 if [ -x "$bin_dir/druid" ]; then
 	log "using cached binary $bin_dir/druid"
@@ -51,27 +42,11 @@ if [ -x "$bin_dir/druid" ]; then
 	exit 0
 fi
 
-command -v go >/dev/null || fail "go not found in PATH; install Go 1.26 from https://go.dev/dl/"
-
-# Build into a temporary directory on the same filesystem and move the
-# finished binary into place, so an interrupted build never leaves a
-# half-written file that the executable check above would accept.
-tmp=$(mktemp -d "$bin_root/.build.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-# GOWORK=off and -mod=readonly: the wrapper must be its own main module with
-# exactly the versions in its go.sum, whatever the caller's environment says.
-export GOWORK=off CGO_ENABLED=0
+begin_build
 pkg=$druid_module/cmd
-log "building druid $druid_version from $pkg (the first build takes a few minutes)"
-start=$SECONDS
 # Without -X, `druid --version` and its start-up log report
 # v0.0.0-master+$Format:%H$; its own Makefile sets the same variable.
-(cd "$mod_dir" && go build -mod=readonly -trimpath \
-	-ldflags "-s -w -X $druid_module/internal/version.gitVersion=$druid_version" \
-	-o "$tmp/druid" "$pkg") >&2 ||
-	fail "building $pkg failed (see above); the wrapper module is $mod_dir"
-log "built druid in $((SECONDS - start)) s"
+wrapper_build "$tmp/druid" "$pkg" "-s -w -X $druid_module/internal/version.gitVersion=$druid_version"
 
 # The binary must run and say what it is before it goes into the cache.
 version_out=$("$tmp/druid" --version 2>&1) || fail "the built druid does not run: $version_out"

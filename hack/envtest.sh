@@ -22,6 +22,8 @@ script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 mod_dir="$script_dir/envtest-bins"
 [ -f "$mod_dir/go.mod" ] || fail "wrapper module not found at $mod_dir/go.mod"
 [ -f "$mod_dir/go.sum" ] || fail "wrapper module has no go.sum at $mod_dir/go.sum; run 'go mod tidy' in $mod_dir"
+# shellcheck source=lib/wrapper-build.sh
+. "$script_dir/lib/wrapper-build.sh"
 
 # The Kubernetes version comes from the wrapper's go.mod, so the -X version
 # flags below cannot drift from what is actually built.
@@ -32,18 +34,7 @@ k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v[0-9]+\.[0-9]+\.[0-9]+$/
 k8s_major=${BASH_REMATCH[1]}
 k8s_minor=${BASH_REMATCH[2]}
 
-command -v sha256sum >/dev/null || fail "sha256sum not found (coreutils)"
-sum_hash=$(sha256sum "$mod_dir/go.sum" | cut -c1-12)
-
-if [ -z "${ETCDLET_CACHE:-}" ]; then
-	[ -n "${HOME:-}" ] || fail "neither ETCDLET_CACHE nor HOME is set; set ETCDLET_CACHE to a cache directory"
-	cache=$HOME/.cache/etcdlet
-else
-	cache=$ETCDLET_CACHE
-fi
-mkdir -p "$cache/envtest-bin" || fail "cannot create $cache/envtest-bin"
-bin_root=$(cd "$cache/envtest-bin" && pwd -P)
-bin_dir="$bin_root/k8s-$k8s_version-$sum_hash"
+cache_bin_dir envtest-bin "k8s-$k8s_version"
 
 if [ -x "$bin_dir/kube-apiserver" ] && [ -x "$bin_dir/etcd" ]; then
 	log "using cached binaries in $bin_dir"
@@ -51,33 +42,16 @@ if [ -x "$bin_dir/kube-apiserver" ] && [ -x "$bin_dir/etcd" ]; then
 	exit 0
 fi
 
-command -v go >/dev/null || fail "go not found in PATH; install Go 1.26 from https://go.dev/dl/"
-
-# Build into a temporary directory on the same filesystem and move the
-# finished binaries into place, so an interrupted build never leaves a
-# half-written file that the executable check above would accept.
-tmp=$(mktemp -d "$bin_root/.build.XXXXXX")
-trap 'rm -rf "$tmp"' EXIT
-
-# GOWORK=off and -mod=readonly: the wrapper must be its own main module with
-# exactly the versions in its go.sum, whatever the caller's environment says.
-export GOWORK=off CGO_ENABLED=0
-build() { # <output file> <package> <ldflags>
-	log "building $(basename "$1") from $2 (the first build takes several minutes)"
-	local start=$SECONDS
-	(cd "$mod_dir" && go build -mod=readonly -trimpath -ldflags "$3" -o "$1" "$2") >&2 ||
-		fail "building $2 failed (see above); the wrapper module is $mod_dir"
-	log "built $(basename "$1") in $((SECONDS - start)) s"
-}
+begin_build
 
 # Without the -X flags, kube-apiserver reports v0.0.0-master+$Format:%H$.
 # Each binary gets its own -o file: `go build -o dir/ a b` names etcd "server".
-build "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "-s -w \
+wrapper_build "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "-s -w \
 -X k8s.io/component-base/version.gitVersion=$k8s_version \
 -X k8s.io/component-base/version.gitMajor=$k8s_major \
 -X k8s.io/component-base/version.gitMinor=$k8s_minor \
 -X k8s.io/client-go/pkg/version.gitVersion=$k8s_version"
-build "$tmp/etcd" go.etcd.io/etcd/server/v3 "-s -w"
+wrapper_build "$tmp/etcd" go.etcd.io/etcd/server/v3 "-s -w"
 
 # Both binaries must run and say what they are: the etcd binary is also what
 # the static-pod end-to-end tests run as the kubelet's etcd.

@@ -2,7 +2,9 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdlet/etcdlet/test/envtest"
@@ -46,7 +49,7 @@ func applyManifest(t *testing.T, env *envtest.Env, rel string) {
 	for {
 		obj := &unstructured.Unstructured{}
 		if err := dec.Decode(&obj.Object); err != nil {
-			if err.Error() == "EOF" {
+			if errors.Is(err, io.EOF) {
 				return
 			}
 			t.Fatalf("%s: %v", rel, err)
@@ -113,7 +116,7 @@ func leasesSay(ctx context.Context, env *envtest.Env, want map[string]string, si
 		}
 		switch {
 		case l.Spec.HolderIdentity == nil || *l.Spec.HolderIdentity != holder:
-			return fmt.Errorf("lease %s: holderIdentity %v, want %s", name, ptrString(l.Spec.HolderIdentity), holder)
+			return fmt.Errorf("lease %s: holderIdentity %v, want %s", name, ptr.Deref(l.Spec.HolderIdentity, "<nil>"), holder)
 		case l.Spec.RenewTime == nil || l.Spec.RenewTime.Time.Before(since):
 			return fmt.Errorf("lease %s: renewTime %v, want after %s", name, l.Spec.RenewTime, since.Format(time.RFC3339Nano))
 		case l.Annotations["member.etcd.gardener.cloud/tls-enabled"] != "true":
@@ -121,13 +124,6 @@ func leasesSay(ctx context.Context, env *envtest.Env, want map[string]string, si
 		}
 	}
 	return nil
-}
-
-func ptrString(p *string) string {
-	if p == nil {
-		return "<nil>"
-	}
-	return *p
 }
 
 // druidStatus checks etcd-druid's own Etcd.status: the members with

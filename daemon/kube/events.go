@@ -31,6 +31,9 @@ const (
 	ReasonMemberListRefused      = "MemberListRefused"
 	ReasonProtectionReverted     = "ProtectionReverted"
 	ReasonProtectionSwitched     = "ProtectionSwitched"
+	// The PacemakerCluster writer (package pacemakercluster).
+	ReasonPacemakerStatusWriterTakeover = "PacemakerStatusWriterTakeover"
+	ReasonPacemakerStatusRefused        = "PacemakerStatusRefused"
 )
 
 // EventRecorder sends Events about one object through client-go's

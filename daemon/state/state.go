@@ -120,24 +120,24 @@ type Store struct {
 // Load returns the stored state; an absent file is the zero state.
 func (s Store) Load() (State, error) {
 	var st State
-	_, err := s.read(FileName, &st)
+	_, err := s.ReadJSON(FileName, &st)
 	return st, err
 }
 
 // Save writes the state atomically: temp file, fsync, rename, fsync of
 // the directory. A crash leaves the old or the new state, never a mix.
-func (s Store) Save(st State) error { return s.write(FileName, st) }
+func (s Store) Save(st State) error { return s.WriteJSON(FileName, st) }
 
 // LoadOperator returns what the operator told the agent; an absent file
 // is the zero value.
 func (s Store) LoadOperator() (Operator, error) {
 	var op Operator
-	_, err := s.read(OperatorFile, &op)
+	_, err := s.ReadJSON(OperatorFile, &op)
 	return op, err
 }
 
 // SaveOperator writes the operator file atomically (the CLI's side).
-func (s Store) SaveOperator(op Operator) error { return s.write(OperatorFile, op) }
+func (s Store) SaveOperator(op Operator) error { return s.WriteJSON(OperatorFile, op) }
 
 // Clone returns a deep copy.
 func (s State) Clone() State {
@@ -163,7 +163,7 @@ func (s State) AppliedList() []netip.Addr { return identity.ParseAddrs(s.LastApp
 // LoadPromise returns the bootstrap promise; nil when there is none.
 func (s Store) LoadPromise() (*Promise, error) {
 	var p Promise
-	if found, err := s.read(PromiseFile, &p); !found || err != nil {
+	if found, err := s.ReadJSON(PromiseFile, &p); !found || err != nil {
 		return nil, err
 	}
 	return &p, nil
@@ -177,7 +177,7 @@ func (s Store) SavePromise(p *Promise) error {
 		}
 		return nil
 	}
-	return s.write(PromiseFile, p)
+	return s.WriteJSON(PromiseFile, p)
 }
 
 // MaxFileBytes bounds what is read of a file of the state dir. They hold
@@ -185,14 +185,14 @@ func (s Store) SavePromise(p *Promise) error {
 // bytes per data dir moved aside); a larger one is refused, not read.
 const MaxFileBytes = 1 << 20
 
-// read decodes the JSON file name in the state dir into v; found is false
+// ReadJSON decodes the JSON file name in the state dir into v; found is false
 // (and v untouched) when the file does not exist. The file must be what
-// write leaves: a regular file of at most MaxFileBytes, the path itself.
+// WriteJSON leaves: a regular file of at most MaxFileBytes, the path itself.
 // Anything else is an error, never a missing file: an absent state is
 // what allows a bootstrap. A FIFO does not block the read, and a symlink
-// is refused rather than followed (write would replace it by a file
+// is refused rather than followed (WriteJSON would replace it by a file
 // anyway, so a state read through one would be lost at the next save).
-func (s Store) read(name string, v any) (found bool, err error) {
+func (s Store) ReadJSON(name string, v any) (found bool, err error) {
 	path := filepath.Join(s.Dir, name)
 	data, _, err := config.ReadRegularNoFollow(path, MaxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -210,10 +210,10 @@ func (s Store) read(name string, v any) (found bool, err error) {
 	return true, nil
 }
 
-// write stores v as indented JSON in the file name of the state dir
+// WriteJSON stores v as indented JSON in the file name of the state dir
 // (0600, the dir 0700), atomically: temp file, fsync, rename, fsync of the
 // directory.
-func (s Store) write(name string, v any) error {
+func (s Store) WriteJSON(name string, v any) error {
 	if err := os.MkdirAll(s.Dir, 0o700); err != nil {
 		return fmt.Errorf("create state dir: %w", err)
 	}

@@ -112,8 +112,8 @@ func testStaleTakeover(t *testing.T, f *fixture) {
 	if _, _, writer := f.stored(t); writer != "a" {
 		t.Errorf("last writer = %s, want a", writer)
 	}
-	if n := ev.count(ReasonTakeover); n != 1 {
-		t.Errorf("%d %s events, want exactly one", n, ReasonTakeover)
+	if n := ev.count(kube.ReasonPacemakerStatusWriterTakeover); n != 1 {
+		t.Errorf("%d %s events, want exactly one", n, kube.ReasonPacemakerStatusWriterTakeover)
 	}
 }
 

@@ -295,8 +295,8 @@ func testRefused(t *testing.T, f *fixture) {
 			if c := w.Calls(); c != (CallCounts{Get: 2}) {
 				t.Errorf("calls = %+v, want the two GETs only: nothing may be written", c)
 			}
-			if n := ev.count(ReasonRefused); n != 1 {
-				t.Errorf("%d %s events, want one per distinct error", n, ReasonRefused)
+			if n := ev.count(kube.ReasonPacemakerStatusRefused); n != 1 {
+				t.Errorf("%d %s events, want one per distinct error", n, kube.ReasonPacemakerStatusRefused)
 			}
 			if st := w.o.Tracker.State(); st.Failures != 2 || !strings.Contains(st.LastError, tt.message) {
 				t.Errorf("tracker = %+v, want two failures with the reason", st)

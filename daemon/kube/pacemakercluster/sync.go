@@ -204,7 +204,7 @@ func (w *Writer) refuse(err error) error {
 	if msg := err.Error(); msg != w.round.refused {
 		w.round.refused = msg
 		w.o.Log.Error("PacemakerCluster status not written: it fails the CRD's validation", "node", w.o.NodeName, "error", err)
-		w.event(corev1.EventTypeWarning, ReasonRefused, "etcdlet on %s did not write the PacemakerCluster status: it fails the CRD's validation: %v", w.o.NodeName, err)
+		w.event(corev1.EventTypeWarning, kube.ReasonPacemakerStatusRefused, "etcdlet on %s did not write the PacemakerCluster status: it fails the CRD's validation: %v", w.o.NodeName, err)
 	}
 	return fmt.Errorf("%w: %w", ErrRefused, err)
 }
@@ -216,7 +216,7 @@ func (w *Writer) announceTakeover(from string, unchangedFor time.Duration) {
 	}
 	d := unchangedFor.Round(time.Second)
 	w.o.Log.Warn("took over writing the PacemakerCluster status from a stale writer", "node", w.o.NodeName, "lastWriter", from, "unchangedFor", d)
-	w.event(corev1.EventTypeNormal, ReasonTakeover, "etcdlet on %s took over writing the PacemakerCluster status: its node is not pacemaker's DC, but the status written by %s has not changed for %s", w.o.NodeName, who, d)
+	w.event(corev1.EventTypeNormal, kube.ReasonPacemakerStatusWriterTakeover, "etcdlet on %s took over writing the PacemakerCluster status: its node is not pacemaker's DC, but the status written by %s has not changed for %s", w.o.NodeName, who, d)
 }
 
 func (w *Writer) event(eventtype, reason, format string, args ...any) {

@@ -28,20 +28,9 @@ const (
 // by the Tracker.
 const ResultIdle = "idle"
 
-// Event reasons.
-const (
-	ReasonTakeover = "PacemakerStatusWriterTakeover"
-	ReasonRefused  = "PacemakerStatusRefused"
-)
-
 // ErrRefused marks a status that fails the CRD's rules (status.Validate)
 // and was therefore not sent.
 var ErrRefused = errors.New("status refused before writing")
-
-// Recorder records Kubernetes Events about the writer.
-type Recorder interface {
-	Eventf(eventtype, reason, messageFmt string, args ...any)
-}
 
 // Options configure a Writer.
 type Options struct {
@@ -64,7 +53,7 @@ type Options struct {
 	// Tracker records every round; nil: a private one.
 	Tracker *kube.Tracker
 	// Recorder receives Events; nil: none.
-	Recorder Recorder
+	Recorder kube.Recorder
 	// Log receives role changes and refusals; nil: slog.Default().
 	Log *slog.Logger
 	// Now is the clock; nil: time.Now.
