@@ -24,8 +24,10 @@ test-deps:
 
 # hack/envtest.sh builds kube-apiserver and etcd from the Go module proxy
 # once, into a cache outside the repository ($HOME/.cache/etcdlet), and
-# prints where; the tests find them through KUBEBUILDER_ASSETS.
-ASSETS := assets="$$(hack/envtest.sh)" && export KUBEBUILDER_ASSETS="$$assets" && druid="$$(hack/druid.sh)" && export ETCDLET_DRUID="$$druid"
+# prints where; the tests find them through KUBEBUILDER_ASSETS. hack/druid.sh
+# (etcd-druid, ETCDLET_DRUID) and hack/versitygw.sh (the S3 server,
+# ETCDLET_VERSITYGW) do the same.
+ASSETS := assets="$$(hack/envtest.sh)" && export KUBEBUILDER_ASSETS="$$assets" && druid="$$(hack/druid.sh)" && export ETCDLET_DRUID="$$druid" && s3="$$(hack/versitygw.sh)" && export ETCDLET_VERSITYGW="$$s3" && br="$$(hack/etcdbrctl.sh)" && export ETCDLET_ETCDBRCTL="$$br"
 
 # hack/test.sh runs lint, the unit packages (-race) and the end-to-end
 # tests side by side; every step runs to its end and the summary names

@@ -63,6 +63,8 @@ type Config struct {
 	Agent      Agent      `yaml:"agent"`
 	Pacemaker  Pacemaker  `yaml:"pacemaker"`
 	Kubernetes Kubernetes `yaml:"kubernetes"`
+	Backup     Backup     `yaml:"backup"`
+	Tasks      Tasks      `yaml:"tasks"`
 }
 
 // Cluster identifies the etcd cluster that the member list describes.
@@ -228,6 +230,7 @@ func (c *Config) applyDefaults(explicit map[string]bool) {
 	setUnlessExplicit(explicit, "protection.interval", &c.Protection.Interval, DefaultProtectionInterval)
 	c.Pacemaker.applyDefaults(explicit)
 	c.Kubernetes.applyDefaults(explicit)
+	c.applyBackupDefaults(explicit)
 }
 
 // setDefault sets a field the user left at its zero value.

@@ -100,6 +100,7 @@ func (c *Config) Validate() error {
 	c.validateSecurity(&errs)
 	c.Pacemaker.validate(&errs)
 	c.validateKubernetes(&errs)
+	c.validateBackup(&errs)
 	return errs.Err()
 }
 
@@ -325,6 +326,7 @@ func (c *Config) CheckFiles() error {
 		// etcdlet trusts, whoever can read them acts as the agent.
 		checkTrustedFile(&errs, "kubernetes.kubeconfig", k, true)
 	}
+	c.checkBackupFiles(&errs)
 	if p := c.Pacemaker; p.Enabled {
 		for _, file := range []struct{ field, value string }{
 			{"pacemaker.crmMon", p.CrmMon}, {"pacemaker.cibadmin", p.Cibadmin}, {"pacemaker.corosyncCmapctl", p.CorosyncCmapctl},

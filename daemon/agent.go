@@ -57,6 +57,8 @@ type Agent struct {
 	wakes     chan struct{}
 	pacemaker *pacemakerHealth // nil unless pacemaker.enabled
 	report    *reporting       // the kubernetes section; drops Events without it
+	tasks     *opsTasks
+	token     string // the task API's bearer token (TokenFile)
 	notifier  *systemd.Notifier
 	health    healthState
 }
@@ -110,6 +112,10 @@ func New(cfg *config.Config, log *slog.Logger) (*Agent, error) {
 			events.Eventf(corev1.EventTypeWarning, kube.ReasonDataDirMovedAside, "data dir %s moved aside to %s (kept, not deleted): %s", cfg.Etcd.DataDir, to, reason)
 		},
 	}, st)
+	if a.tasks, a.token, err = a.newTasks(host); err != nil {
+		pool.Close()
+		return nil, err
+	}
 	if cfg.Pacemaker.Enabled {
 		collector, err := pacemaker.NewCollector(cfg.Pacemaker, log.With("component", "pacemaker"))
 		if err != nil {
@@ -155,6 +161,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		wg.Go(func() { a.runPacemaker(loopCtx) })
 	}
 	a.report.start(loopCtx, &wg, a.localMember)
+	a.tasks.start(loopCtx, &wg)
 	if a.guard != nil {
 		wg.Go(func() {
 			if err := a.guard.Run(loopCtx); err != nil {
@@ -192,6 +199,9 @@ func (a *Agent) Run(ctx context.Context) error {
 		next := a.node.Pass(ctx)
 		a.health.passed(time.Now())
 		a.startPeerEndpoint(&wg)
+		if self := a.node.Self(); self.IP.IsValid() {
+			a.tasks.startAPI(&wg, self.IP.String())
+		}
 		a.notify()
 		if watchdog > 0 {
 			next = min(next, watchdog)
@@ -209,6 +219,7 @@ func (a *Agent) shutdown(srv *http.Server, wg *sync.WaitGroup, stop context.Canc
 	a.node.Close()
 	err := a.runtime.Close(ctx)
 	_ = srv.Shutdown(ctx)
+	a.tasks.shutdown(ctx)
 	if a.peer != nil {
 		_ = a.peer.Shutdown(ctx)
 	}
@@ -276,6 +287,27 @@ func (a *Agent) localMember(ctx context.Context) (druid.LocalMember, error) {
 		return druid.LocalMember{}, errors.New("the local member is a learner, not yet a voting member")
 	}
 	return druid.LocalMember{IP: s.Self.IP, MemberID: h.GetMemberId(), ClusterID: h.GetClusterId(), Leader: st.Leader == h.GetMemberId()}, nil
+}
+
+// newTasks builds the task side; its etcd endpoints are the client URLs
+// of the members of the list in force.
+func (a *Agent) newTasks(host string) (*opsTasks, string, error) {
+	if err := os.MkdirAll(a.cfg.Agent.StateDir, 0o700); err != nil {
+		return nil, "", fmt.Errorf("create state dir: %w", err)
+	}
+	token, err := ensureToken(a.cfg.Agent.StateDir)
+	if err != nil {
+		return nil, "", err
+	}
+	endpoints := func() []string {
+		var eps []string
+		for _, m := range a.node.Last().Desired {
+			eps = append(eps, m.ClientURL)
+		}
+		return eps
+	}
+	t, err := newOpsTasks(a.cfg, a.log, a.pool, a.metrics, a.report.events, endpoints, host)
+	return t, token, err
 }
 
 // wake asks the loop for a pass now (another agent changed membership in

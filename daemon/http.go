@@ -56,7 +56,7 @@ func (h *healthState) since() (time.Duration, bool) {
 	return time.Since(h.lastPass), true
 }
 
-// serveHTTP serves /metrics, /healthz and /pacemaker on the agent listener
+// serveHTTP serves /metrics, /healthz, /pacemaker and /tasks on the agent listener
 // (https with client certificates when agent.listenTLS is set: see
 // listenAgent).
 func (a *Agent) serveHTTP(wg *sync.WaitGroup) *http.Server {
@@ -77,6 +77,7 @@ func (a *Agent) serveHTTP(wg *sync.WaitGroup) *http.Server {
 		}
 	})
 	mux.HandleFunc("GET /pacemaker", a.servePacemaker)
+	a.tasks.taskRoutes(mux, a.token)
 	// Timeouts, so that a slow or idle client cannot hold connections open:
 	// every answer here is small and made at once.
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,

@@ -42,6 +42,21 @@ else
   failed+=("hack/druid.sh: etcd-druid could not be built")
 fi
 
+step "versitygw, the S3 server for the snapshot tests (hack/versitygw.sh)"
+# On failure the tests that store snapshots in S3 fail too, each saying so.
+if versitygw=$(hack/versitygw.sh); then
+  export ETCDLET_VERSITYGW=$versitygw
+else
+  failed+=("hack/versitygw.sh: versitygw could not be built")
+fi
+
+step "etcd-backup-restore's etcdbrctl, which restores etcdlet's snapshots in a test (hack/etcdbrctl.sh)"
+if etcdbrctl=$(hack/etcdbrctl.sh); then
+  export ETCDLET_ETCDBRCTL=$etcdbrctl
+else
+  failed+=("hack/etcdbrctl.sh: etcdbrctl could not be built")
+fi
+
 # run NAME ARGS...: go test in the background, its output prefixed and kept.
 run() {
   local name=$1; shift

@@ -69,6 +69,11 @@ const (
 	netAPIOutage
 	netProtectionSwitch
 	netPacemakerWriter
+	netSnapshotS3
+	netTaskKill
+	netDefrag
+	netDruidOpsTask
+	netRestore
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -11,6 +11,7 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -62,11 +63,14 @@ Configuration reference: docs/config.md. Examples: config/examples/.`,
 	root.AddCommand(newRunCommand(), newValidateCommand(), newStatusCommand(), newBootstrapCommand(), newAckMovesCommand(),
 		newPacemakerCommand(), newRenderCommand(), newVersionCommand())
 	root.AddCommand(newCertsCommand())
+	root.AddCommand(newTaskCommand(), newRestoreCommand())
 	return root
 }
 
 // addConfigFlag adds the --config flag every command shares.
-func addConfigFlag(cmd *cobra.Command, path *string) {
-	cmd.Flags().StringVarP(path, "config", "c", "/etc/etcdlet/config.yaml",
+func addConfigFlag(cmd *cobra.Command, path *string) { addConfigFlagTo(cmd.Flags(), path) }
+
+func addConfigFlagTo(flags *pflag.FlagSet, path *string) {
+	flags.StringVarP(path, "config", "c", "/etc/etcdlet/config.yaml",
 		"path of the etcdlet configuration file (YAML; unknown fields are errors)")
 }

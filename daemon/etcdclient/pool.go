@@ -232,3 +232,38 @@ func (p *Pool) Retain(keep []string) {
 func (p *Pool) Close() {
 	p.Retain(nil)
 }
+
+// Defragment defragments one member's backend. The member stalls its
+// applies meanwhile; ctx bounds the call (it can take minutes).
+func (p *Pool) Defragment(ctx context.Context, endpoint string) error {
+	e, err := p.get(endpoint)
+	if err != nil {
+		return err
+	}
+	_, err = pb.NewMaintenanceClient(e.conn).Defragment(ctx, &pb.DefragmentRequest{}, failFast)
+	return err
+}
+
+// AlarmList lists the cluster's raised alarms.
+func (p *Pool) AlarmList(ctx context.Context, endpoint string) ([]*pb.AlarmMember, error) {
+	e, err := p.get(endpoint)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := pb.NewMaintenanceClient(e.conn).Alarm(ctx, &pb.AlarmRequest{Action: pb.AlarmRequest_GET}, failFast)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Alarms, nil
+}
+
+// Compact compacts the keyspace up to rev, waiting until the compaction
+// is applied (physical) so that the space is reusable when it returns.
+func (p *Pool) Compact(ctx context.Context, endpoint string, rev int64) error {
+	e, err := p.get(endpoint)
+	if err != nil {
+		return err
+	}
+	_, err = pb.NewKVClient(e.conn).Compact(ctx, &pb.CompactionRequest{Revision: rev, Physical: true}, failFast)
+	return err
+}

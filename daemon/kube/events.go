@@ -34,6 +34,12 @@ const (
 	// The PacemakerCluster writer (package pacemakercluster).
 	ReasonPacemakerStatusWriterTakeover = "PacemakerStatusWriterTakeover"
 	ReasonPacemakerStatusRefused        = "PacemakerStatusRefused"
+	// Ops tasks (package task): one reason per state a task enters.
+	ReasonTaskPending    = "TaskPending"
+	ReasonTaskInProgress = "TaskInProgress"
+	ReasonTaskSucceeded  = "TaskSucceeded"
+	ReasonTaskFailed     = "TaskFailed"
+	ReasonTaskRejected   = "TaskRejected"
 )
 
 // EventRecorder sends Events about one object through client-go's

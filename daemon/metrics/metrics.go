@@ -43,6 +43,15 @@ type Metrics struct {
 	// KubernetesRequests counts HTTP requests sent to the API server.
 	KubernetesRequests prometheus.CounterFunc
 
+	// TaskTransitions counts ops tasks entering a state, by type and state.
+	TaskTransitions *prometheus.CounterVec
+	// TaskDuration observes completed tasks from creation to completion,
+	// by type and final state.
+	TaskDuration *prometheus.HistogramVec
+	// LastSnapshot is the creation time (unix seconds) of the newest
+	// snapshot this agent stored, by kind (Full, Incr).
+	LastSnapshot *prometheus.GaugeVec
+
 	PacemakerPolls        *prometheus.CounterVec
 	PacemakerPollDuration prometheus.Histogram
 	PacemakerKnown        prometheus.Gauge
@@ -110,7 +119,17 @@ func New() *Metrics {
 		Name: "etcdlet_report_writes_total",
 		Help: "Attempts to report to Kubernetes, by target (lease, pacemakercluster, etcd-resource) and result (written, unchanged, standby, error)."},
 		[]string{"target", "result"})
-	r.MustRegister(m.ProtectedFileChanges, m.ReportWrites)
+	m.TaskTransitions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdlet_task_transitions_total",
+		Help: "Ops tasks entering a state, by type (snapshot, defrag, compact) and state (Pending, InProgress, Succeeded, Failed, Rejected)."},
+		[]string{"type", "state"})
+	m.TaskDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name: "etcdlet_task_duration_seconds", Help: "Ops tasks from creation to completion, by type and final state.",
+		Buckets: prometheus.ExponentialBuckets(0.1, 3, 10)}, []string{"type", "state"})
+	m.LastSnapshot = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdlet_snapshot_last_success_timestamp_seconds",
+		Help: "Creation time of the newest snapshot this agent stored, by kind (Full, Incr)."}, []string{"kind"})
+	r.MustRegister(m.ProtectedFileChanges, m.ReportWrites, m.TaskTransitions, m.TaskDuration, m.LastSnapshot)
 	r.MustRegister(m.PacemakerPolls, m.PacemakerPollDuration, m.PacemakerKnown, m.PacemakerCondition)
 	r.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.MembershipChanges, m.WriterLockBusy, m.ListReloads,
 		m.DesiredMembers, m.Members, m.HealthyVoters, m.ClusterReachable, m.PlanWaiting, m.LocalDecision, m.DataDirsMoved,

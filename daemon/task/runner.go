@@ -38,18 +38,18 @@ type Runner struct {
 	// must not block.
 	OnTransition func(t Task, from Phase)
 
-	mu       sync.Mutex
-	tasks    []Task
-	loaded   bool
-	changed  chan struct{} // closed and replaced on every change
-	wake     chan struct{}
-	cancels  map[string]context.CancelCauseFunc
+	mu      sync.Mutex
+	tasks   []Task
+	loaded  bool
+	changed chan struct{} // closed and replaced on every change
+	wake    chan struct{}
+	cancels map[string]context.CancelCauseFunc
 	// cancelled are tasks the operator cancelled; current is the task the
 	// worker is stepping.
 	cancelled map[string]bool
 	current   string
-	handlers map[string]Handler
-	held     map[string]Held
+	handlers  map[string]Handler
+	held      map[string]Held
 }
 
 // Load reads the persisted tasks; Run calls it when it was not called.

@@ -150,7 +150,9 @@ func TestTaskOutcomes(t *testing.T) {
 		wantCode  string
 		cleaned   int
 	}{
-		{name: "success", execute: func(context.Context, Env) Result { return Result{Description: "did it", Output: map[string]int{"n": 1}} },
+		{name: "success", execute: func(context.Context, Env) Result {
+			return Result{Description: "did it", Output: map[string]int{"n": 1}}
+		},
 			wantPhase: Succeeded, cleaned: 1},
 		{name: "admit refuses", admit: func(context.Context) Result { return Result{Error: boom, Code: "ERR_NOT_READY"} },
 			execute: func(context.Context, Env) Result { panic("must not execute") }, wantPhase: Rejected, wantCode: "ERR_NOT_READY"},

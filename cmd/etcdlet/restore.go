@@ -1,0 +1,132 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon"
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
+	"github.com/etcdlet/etcdlet/daemon/ops"
+	"github.com/etcdlet/etcdlet/daemon/restore"
+)
+
+func newRestoreCommand() *cobra.Command {
+	var (
+		path     string
+		snapshot string
+		rejoin   bool
+		force    bool
+		yes      bool
+	)
+	cmd := &cobra.Command{
+		Use:   "restore",
+		Short: "Recover from lost quorum: a new cluster from a snapshot here, the other nodes rejoin",
+		Long: `The operator's recovery path after the cluster lost quorum for good
+(docs/operations.md, "Recover from lost quorum", step by step):
+
+ 1. Stop etcdlet on every node (systemctl stop etcdlet).
+ 2. On ONE node: etcdlet restore. It restores the newest full snapshot of
+    backup.store and the deltas after it (or the chain ending at --snapshot)
+    into a new data dir as the single member of a new cluster, moves the old
+    data dir aside (<dataDir>.etcdlet-moved-<time>, never deleted), and pins
+    the agent to the new cluster.
+ 3. On every OTHER node: etcdlet restore --rejoin. It moves the data dir
+    aside and makes the agent forget the old cluster, so it joins the
+    restored one as a new member.
+ 4. Start etcdlet on the restored node, then on the others: the agent of
+    the restored node adds them one by one (learner, then voter).
+
+A restore refuses while the data dir is in use, and while a cluster
+answers with quorum on the listed addresses (restoring then would split a
+healthy cluster in two); --force skips the second check. It asks for
+confirmation unless --yes.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(path)
+			if err != nil {
+				return fmt.Errorf("invalid configuration %s:\n%w", path, err)
+			}
+			out := cmd.OutOrStdout()
+			now := time.Now()
+			if rejoin {
+				if !yes && !confirm(cmd, fmt.Sprintf("move %s aside and make this node join the restored cluster as a new member?", cfg.Etcd.DataDir)) {
+					return fmt.Errorf("not confirmed")
+				}
+				moved, err := restore.Rejoin(cfg, now)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "data dir moved aside to %s (kept); start etcdlet: this node joins the restored cluster once the restored node's agent adds it\n", orNothing(moved))
+				return nil
+			}
+			store, err := daemon.OpenSnapshotStore(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			if store == nil {
+				return fmt.Errorf("backup.store: no snapshot store is configured in %s", path)
+			}
+			self, list, err := restore.Self(cfg, nodeaddr.Detect)
+			if err != nil {
+				return err
+			}
+			pool, err := etcdclient.NewPool(cfg.ClientTLS(), cfg.Agent.CallTimeout)
+			if err != nil {
+				return err
+			}
+			defer pool.Close()
+			sv := ops.Surveyor{Etcd: pool, CallTimeout: cfg.Agent.CallTimeout, Endpoints: func() []string {
+				var eps []string
+				for _, m := range identity.SchemeFrom(cfg).ForAll(list) {
+					eps = append(eps, m.ClientURL)
+				}
+				return eps
+			}}
+			plan, err := restore.Prepare(cmd.Context(), cfg, store, self, sv, snapshot, force)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "restore from %s:\n  full  %s (revision %d, %s)\n", store, plan.Full.SnapName, plan.Full.LastRevision, plan.Full.CreatedOn.Local().Format(time.DateTime))
+			for _, d := range plan.Deltas {
+				fmt.Fprintf(out, "  delta %s (revisions %d-%d)\n", d.SnapName, d.StartRevision, d.LastRevision)
+			}
+			fmt.Fprintf(out, "into %s as %s (%s), the single member of a new cluster at revision %d\n", plan.DataDir, self.Name, self.PeerURL, plan.Revision())
+			if !yes && !confirm(cmd, "go ahead?") {
+				return fmt.Errorf("not confirmed")
+			}
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			moved, err := restore.Run(cmd.Context(), cfg, store, plan, log, now)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "restored; the old data dir is at %s (kept). Run 'etcdlet restore --rejoin' on the other nodes, then start etcdlet here first.\n", orNothing(moved))
+			return nil
+		},
+	}
+	addConfigFlag(cmd, &path)
+	cmd.Flags().StringVar(&snapshot, "snapshot", "", "restore up to this snapshot (its name, e.g. Incr-00000043-00000050-1764000100.gz); default the newest")
+	cmd.Flags().BoolVar(&rejoin, "rejoin", false, "on the other nodes: move the data dir aside and forget the old cluster, to join the restored one")
+	cmd.Flags().BoolVar(&force, "force", false, "restore even though a cluster answers with quorum on the listed addresses")
+	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	return cmd
+}
+
+func orNothing(moved string) string {
+	if moved == "" {
+		return "(nothing: the data dir was empty)"
+	}
+	return moved
+}
+
+func confirm(cmd *cobra.Command, question string) bool {
+	fmt.Fprintf(cmd.OutOrStdout(), "%s [y/N] ", question)
+	var answer string
+	_, _ = fmt.Fscanln(cmd.InOrStdin(), &answer)
+	return answer == "y" || answer == "yes"
+}

@@ -1,0 +1,179 @@
+// Package restore is the operator's recovery path after the loss of
+// quorum: a new cluster from a snapshot on one node, and the other nodes
+// cleared so that they join it. Nothing is deleted: every data dir that is
+// replaced is moved aside (daemon/datadir).
+package restore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/datadir"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/ops"
+	"github.com/etcdlet/etcdlet/daemon/snapshot"
+	"github.com/etcdlet/etcdlet/daemon/state"
+)
+
+// Plan is what a restore will do.
+type Plan struct {
+	Self    identity.Member
+	Full    snapshot.Snapshot
+	Deltas  []snapshot.Snapshot
+	DataDir string
+}
+
+// Revision is the revision the restored cluster will be at.
+func (p Plan) Revision() int64 {
+	if len(p.Deltas) > 0 {
+		return p.Deltas[len(p.Deltas)-1].LastRevision
+	}
+	return p.Full.LastRevision
+}
+
+// Safety checks common to a restore and a rejoin: etcdlet's agent must be
+// stopped (its member holds the data dir), and no cluster may answer with
+// quorum on the listed addresses — restoring then would fork a healthy
+// cluster into two.
+func checkStopped(ctx context.Context, cfg *config.Config, sv ops.Surveyor, force bool) error {
+	if inUse, err := datadir.InUse(cfg.Etcd.DataDir); err != nil {
+		return err
+	} else if inUse {
+		return fmt.Errorf("the data dir %s is in use by a running etcd: stop etcdlet (systemctl stop etcdlet) and the member first", cfg.Etcd.DataDir)
+	}
+	if force {
+		return nil
+	}
+	if _, err := sv.Survey(ctx); err == nil {
+		return errors.New("a cluster answers with quorum on the listed addresses: restoring now would split it in two; stop every member first (or, if that cluster is not this one, pass --force)")
+	}
+	return nil
+}
+
+// Self is this node's member identity: node.address, else the listed
+// address assigned to a local interface.
+func Self(cfg *config.Config, detect func([]netip.Addr) (netip.Addr, error)) (identity.Member, []netip.Addr, error) {
+	list, errs := cfg.DesiredMembers()
+	if len(errs) > 0 {
+		return identity.Member{}, nil, fmt.Errorf("member list: %w", errs)
+	}
+	var ip netip.Addr
+	if cfg.Node.Address != "" {
+		ip = netip.MustParseAddr(cfg.Node.Address)
+	} else {
+		var err error
+		if ip, err = detect(list); err != nil {
+			return identity.Member{}, nil, fmt.Errorf("detect this node's address among the listed ones: %w", err)
+		}
+	}
+	return identity.SchemeFrom(cfg).For(ip), list, nil
+}
+
+// Prepare checks that a restore may run and chooses the snapshots: the
+// newest full snapshot and its deltas, or the chain ending at upTo.
+func Prepare(ctx context.Context, cfg *config.Config, store snapshot.Store, self identity.Member, sv ops.Surveyor, upTo string, force bool) (Plan, error) {
+	if err := checkStopped(ctx, cfg, sv, force); err != nil {
+		return Plan{}, err
+	}
+	full, deltas, err := snapshot.Chain(ctx, store, upTo)
+	if err != nil {
+		return Plan{}, fmt.Errorf("choose the snapshots in %s: %w", store, err)
+	}
+	return Plan{Self: self, Full: full, Deltas: deltas, DataDir: cfg.Etcd.DataDir}, nil
+}
+
+// Run restores the plan: the snapshots into a new data dir beside the old
+// one, then the old data dir moved aside and the new one put in its place,
+// then the agent's state pinned to the new cluster. Every step leaves
+// something a repeated run can start from: a crash before the swap leaves
+// the old data in place, one after it leaves the old data moved aside.
+func Run(ctx context.Context, cfg *config.Config, store snapshot.Store, p Plan, log *slog.Logger, now time.Time) (moved string, err error) {
+	staging := filepath.Clean(p.DataDir) + ".etcdlet-restore"
+	if err := os.RemoveAll(staging); err != nil { // only ever a restore's own half-built dir
+		return "", fmt.Errorf("remove the half-built %s of an earlier restore: %w", staging, err)
+	}
+	err = snapshot.Restore(ctx, snapshot.RestoreOptions{Store: store, Full: p.Full, Deltas: p.Deltas, DataDir: staging,
+		Name: p.Self.Name, PeerURL: p.Self.PeerURL, InitialClusterToken: cfg.BootstrapToken() + "-restored-" + now.UTC().Format("20060102T150405Z"),
+		TempDir: filepath.Dir(staging), Log: log, DropPrefixes: []string{ops.AgentKeyPrefix}})
+	if err != nil {
+		return "", err
+	}
+	if moved, err = datadir.MoveAside(p.DataDir, now); err != nil {
+		return "", err
+	}
+	if err := swapIn(staging, p.DataDir); err != nil {
+		return moved, err
+	}
+	id, err := datadir.ReadIdentity(p.DataDir)
+	if err != nil {
+		return moved, fmt.Errorf("read the restored member's identity: %w", err)
+	}
+	store2 := state.Store{Dir: cfg.Agent.StateDir}
+	st, err := store2.Load()
+	if err != nil {
+		return moved, err
+	}
+	// The node now belongs to the restored cluster, as its only member;
+	// the agent adds the other listed nodes as learners once they are
+	// cleared (Rejoin).
+	st.SelfAddress = p.Self.IP.String()
+	st.MemberID = fmt.Sprintf("%x", id.MemberID)
+	st.ClusterID = fmt.Sprintf("%x", id.ClusterID)
+	st.WasMember = true
+	st.InitialCluster = p.Self.Name + "=" + p.Self.PeerURL
+	st.InitialClusterState = "new"
+	st.Tombstones, st.Bootstrap, st.Seen = nil, nil, nil
+	if err := store2.Save(st); err != nil {
+		return moved, err
+	}
+	return moved, nil
+}
+
+// swapIn puts the restored dir in place of the data dir; when the data dir
+// is a mount point (it stays, emptied by MoveAside), its contents.
+func swapIn(staging, dataDir string) error {
+	if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
+		return os.Rename(staging, dataDir)
+	}
+	entries, err := os.ReadDir(staging)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		if err := os.Rename(filepath.Join(staging, e.Name()), filepath.Join(dataDir, e.Name())); err != nil {
+			return fmt.Errorf("move the restored %s into %s: %w", e.Name(), dataDir, err)
+		}
+	}
+	return os.Remove(staging)
+}
+
+// Rejoin clears a node that is not the restored one: its data dir is
+// moved aside and its state forgets the old cluster, so that its agent
+// waits to be added to the restored cluster like a new node.
+func Rejoin(cfg *config.Config, now time.Time) (moved string, err error) {
+	if inUse, err := datadir.InUse(cfg.Etcd.DataDir); err != nil {
+		return "", err
+	} else if inUse {
+		return "", fmt.Errorf("the data dir %s is in use by a running etcd: stop etcdlet (systemctl stop etcdlet) and the member first", cfg.Etcd.DataDir)
+	}
+	if moved, err = datadir.MoveAside(cfg.Etcd.DataDir, now); err != nil {
+		return "", err
+	}
+	store := state.Store{Dir: cfg.Agent.StateDir}
+	st, err := store.Load()
+	if err != nil {
+		return moved, err
+	}
+	// Keep the list and the address; forget the member and cluster, and
+	// that this node was a member: a node that was a member never
+	// bootstraps, and it must not pin the old cluster either.
+	st = state.State{LastAppliedList: st.LastAppliedList, SelfAddress: st.SelfAddress}
+	return moved, store.Save(st)
+}

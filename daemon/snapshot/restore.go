@@ -1,0 +1,293 @@
+package snapshot
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net/url"
+	"os"
+	"path/filepath"
+	"time"
+
+	"go.etcd.io/etcd/api/v3/mvccpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	etcdutl "go.etcd.io/etcd/etcdutl/v3/snapshot"
+	"go.etcd.io/etcd/server/v3/embed"
+
+	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/daemon/logging"
+)
+
+// RestoreOptions say what to restore where.
+type RestoreOptions struct {
+	Store  Store
+	Full   Snapshot
+	Deltas []Snapshot // in order, each starting where the one before ends (see Chain)
+	// DataDir is the etcd data directory to create; it must not exist.
+	DataDir string
+	// Name, PeerURL and InitialClusterToken make the restored member, the
+	// single member of a new cluster, as etcdutl snapshot restore does.
+	Name                string
+	PeerURL             string
+	InitialClusterToken string // "" is etcd's default, etcd-cluster
+	TempDir             string // for the decompressed database; "" is os.TempDir()
+	// DropPrefixes are deleted once the deltas are applied: state that
+	// belonged to the old cluster's agents (their locks, whose leases a
+	// replay cannot keep), not to the data.
+	DropPrefixes []string
+	Log          *slog.Logger
+}
+
+// restoreQuota is the backend quota of the etcd that replays the deltas:
+// etcd's largest supported database (BR's default embedded quota), so a
+// replay never stops on the 2 GiB default.
+const restoreQuota = 8 << 30
+
+// Restore builds DataDir from the full snapshot and the deltas: etcdutl
+// restores the full as a one-member cluster, then an etcd started on it
+// (127.0.0.1, ephemeral ports) replays the deltas' events as BR's restorer
+// does (puts without their leases, one transaction per revision), and the
+// revision reached is checked against the last snapshot's.
+//
+// It works in DataDir+".partial" and renames that to DataDir at the end,
+// so an interruption never leaves a half-restored directory under the name
+// etcd starts from; the next attempt removes the leftover.
+func Restore(ctx context.Context, o RestoreOptions) error {
+	if err := restore(ctx, o); err != nil {
+		return fmt.Errorf("restore %s into %s: %w", o.Full.name(), o.DataDir, err)
+	}
+	return nil
+}
+
+func restore(ctx context.Context, o RestoreOptions) error {
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	switch {
+	case o.Store == nil || o.DataDir == "" || o.Name == "" || o.PeerURL == "":
+		return errors.New("the store, data dir, name and peer URL are needed")
+	case o.Full.Kind != KindFull:
+		return fmt.Errorf("%s is not a full snapshot", o.Full.name())
+	}
+	if err := checkChain(o.Full, o.Deltas); err != nil {
+		return err
+	}
+	// Clean: "data/" would make the work directory "data/.partial".
+	o.DataDir = filepath.Clean(o.DataDir)
+	switch _, err := os.Lstat(o.DataDir); {
+	case err == nil:
+		return errors.New("the data dir exists, and must not: a restore makes a fresh one")
+	case !errors.Is(err, fs.ErrNotExist):
+		return err
+	}
+	partial := o.DataDir + ".partial"
+	if _, err := os.Lstat(partial); err == nil {
+		log.Warn("removing the leftover of an interrupted restore", "dir", partial)
+	}
+	if err := os.RemoveAll(partial); err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(o.DataDir), 0o700); err != nil {
+		return err
+	}
+	if err := restoreFull(ctx, o, partial, log); err != nil {
+		os.RemoveAll(partial)
+		return err
+	}
+	rev, err := replay(ctx, o, partial, log)
+	if err != nil {
+		os.RemoveAll(partial)
+		return err
+	}
+	if err := os.Rename(partial, o.DataDir); err != nil {
+		return err
+	}
+	if err := atomicfile.SyncDir(filepath.Dir(o.DataDir)); err != nil {
+		return err
+	}
+	log.Info("restored etcd data dir", "dir", o.DataDir, "full", o.Full.SnapName, "deltas", len(o.Deltas), "revision", rev)
+	return nil
+}
+
+// restoreFull decompresses the full snapshot to a temporary file and has
+// etcdutl restore it into dir, as `etcdutl snapshot restore` would.
+func restoreFull(ctx context.Context, o RestoreOptions, dir string, log *slog.Logger) error {
+	f, err := os.CreateTemp(o.TempDir, "etcdlet-restore-*.db")
+	if err != nil {
+		return err
+	}
+	defer func() {
+		f.Close()
+		os.Remove(f.Name())
+	}()
+	w := bufio.NewWriterSize(f, 1<<20)
+	if err := ReadFull(ctx, o.Store, o.Full, w); err != nil {
+		return err
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	token := o.InitialClusterToken
+	if token == "" {
+		token = "etcd-cluster" // what etcd and etcdutl default to
+	}
+	cfg := etcdutl.RestoreConfig{
+		SnapshotPath: f.Name(), Name: o.Name, OutputDataDir: dir, PeerURLs: []string{o.PeerURL},
+		InitialCluster: o.Name + "=" + o.PeerURL, InitialClusterToken: token,
+	}
+	if err := etcdutl.NewV3(logging.ZapLogger(log, "warn")).Restore(cfg); err != nil {
+		return fmt.Errorf("etcdutl restore: %w", err)
+	}
+	return nil
+}
+
+// replay starts etcd on dir, applies the deltas and returns the revision
+// reached. The etcd runs even without deltas: starting proves the restored
+// directory is one etcd can start from.
+func replay(ctx context.Context, o RestoreOptions, dir string, log *slog.Logger) (int64, error) {
+	e, err := startLocal(ctx, dir, o.Name, log)
+	if err != nil {
+		return 0, err
+	}
+	defer e.Close()
+	cli, err := clientv3.New(clientv3.Config{
+		Endpoints: []string{"http://" + e.Clients[0].Addr().String()}, DialTimeout: 10 * time.Second,
+		MaxCallSendMsgSize: 2 * int(e.Config().MaxRequestBytes), Logger: logging.ZapLogger(log, "warn"),
+	})
+	if err != nil {
+		return 0, err
+	}
+	defer cli.Close()
+	rev, err := currentRevision(ctx, cli)
+	if err != nil {
+		return 0, err
+	}
+	if rev < o.Full.LastRevision {
+		return 0, fmt.Errorf("the restored database is at revision %d, before the snapshot's %d", rev, o.Full.LastRevision)
+	}
+	for _, d := range o.Deltas {
+		events, err := ReadDelta(ctx, o.Store, d)
+		if err != nil {
+			return 0, err
+		}
+		if rev, err = apply(ctx, cli, rev, events); err != nil {
+			return 0, fmt.Errorf("apply %s: %w", d.SnapName, err)
+		}
+		// Past its end, when the full snapshot held revisions past its
+		// name's and they cover this delta; short of it, events are missing.
+		if rev < d.LastRevision {
+			return 0, fmt.Errorf("apply %s: reached revision %d, the snapshot ends at %d", d.SnapName, rev, d.LastRevision)
+		}
+		log.Info("applied delta snapshot", "snapshot", d.SnapName, "events", len(events), "revision", rev)
+	}
+	for _, p := range o.DropPrefixes {
+		resp, err := cli.Delete(ctx, p, clientv3.WithPrefix())
+		if err != nil {
+			return 0, fmt.Errorf("delete the old cluster's %s keys: %w", p, err)
+		}
+		if resp.Deleted > 0 {
+			log.Info("deleted the old cluster's coordination keys", "prefix", p, "keys", resp.Deleted)
+		}
+	}
+	return rev, nil
+}
+
+// apply replays the events after revision rev, one transaction per
+// revision so that the revisions stay those of the source, and returns
+// the revision reached. Events at or below rev are in the database already.
+func apply(ctx context.Context, cli *clientv3.Client, rev int64, events []*mvccpb.Event) (int64, error) {
+	var ops []clientv3.Op
+	for i, ev := range events {
+		r := ev.Kv.ModRevision
+		if r <= rev {
+			continue
+		}
+		if r != rev+1 {
+			return rev, fmt.Errorf("the database is at revision %d but the next event is at %d", rev, r)
+		}
+		switch ev.Type {
+		case mvccpb.Event_PUT:
+			// Without the lease, as BR replays: a lease granted after the
+			// full snapshot is not in the database.
+			ops = append(ops, clientv3.OpPut(string(ev.Kv.Key), string(ev.Kv.Value)))
+		case mvccpb.Event_DELETE:
+			ops = append(ops, clientv3.OpDelete(string(ev.Kv.Key)))
+		}
+		if i+1 < len(events) && events[i+1].Kv.ModRevision == r {
+			continue
+		}
+		resp, err := cli.Txn(ctx).Then(ops...).Commit()
+		if err != nil {
+			return rev, fmt.Errorf("revision %d: %w", r, err)
+		}
+		if resp.Header.Revision != r {
+			return rev, fmt.Errorf("revision %d was applied as %d", r, resp.Header.Revision)
+		}
+		rev, ops = r, nil
+	}
+	return rev, nil
+}
+
+// startLocal starts etcd on a restored data dir, reachable only on
+// 127.0.0.1, on ports the kernel picks, so that nothing else can join or
+// write while the deltas are replayed. The member keeps the peer URL the
+// restore gave it; the client URL it publishes here is replaced by the
+// member's own when etcd next starts on the directory.
+func startLocal(ctx context.Context, dir, name string, log *slog.Logger) (*embed.Etcd, error) {
+	local := []url.URL{{Scheme: "http", Host: "127.0.0.1:0"}}
+	cfg := embed.NewConfig()
+	cfg.Name = name
+	cfg.Dir = dir
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = local, local
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = local, local
+	cfg.QuotaBackendBytes = restoreQuota
+	// The source cluster's limits are unknown; a transaction it accepted
+	// must replay here.
+	cfg.MaxTxnOps = 1 << 20
+	cfg.MaxRequestBytes = 64 << 20
+	cfg.LogLevel = "warn"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logging.ZapLogger(log.With("component", "etcd-restore"), "warn"))
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("start etcd on the restored data: %w", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+		return e, nil
+	case err := <-e.Err():
+		e.Close()
+		return nil, fmt.Errorf("etcd on the restored data: %w", err)
+	case <-time.After(time.Minute):
+		e.Close()
+		return nil, errors.New("etcd on the restored data was not ready within a minute")
+	case <-ctx.Done():
+		e.Close()
+		return nil, ctx.Err()
+	}
+}
+
+// checkChain checks that each delta starts where the one before ends.
+func checkChain(full Snapshot, deltas []Snapshot) error {
+	prev := full
+	for _, d := range deltas {
+		switch {
+		case d.Kind != KindDelta:
+			return fmt.Errorf("%s is not a delta snapshot", d.name())
+		case d.StartRevision > prev.LastRevision+1:
+			return fmt.Errorf("gap: %s ends at revision %d but the next, %s, starts at %d: revisions %d-%d are missing",
+				prev.name(), prev.LastRevision, d.name(), d.StartRevision, prev.LastRevision+1, d.StartRevision-1)
+		case d.StartRevision <= prev.LastRevision:
+			return fmt.Errorf("overlap: %s ends at revision %d but the next, %s, starts at %d",
+				prev.name(), prev.LastRevision, d.name(), d.StartRevision)
+		}
+		prev = d
+	}
+	return nil
+}

@@ -1,0 +1,124 @@
+package daemon
+
+import (
+	"crypto/rand"
+	"crypto/subtle"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"path/filepath"
+	"strings"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/daemon/task"
+)
+
+// TokenFile is the file in the state dir holding the bearer token that the
+// agent listener's /tasks routes require: reading it needs the state dir
+// (root only, 0700), so only root orders tasks, even on a loopback
+// listener every local user reaches.
+const TokenFile = "agent-token"
+
+// ReadToken reads the agent's token from the state dir.
+func ReadToken(stateDir string) (string, error) {
+	b, _, err := config.ReadRegularNoFollow(filepath.Join(stateDir, TokenFile), 256)
+	if err != nil {
+		return "", fmt.Errorf("read the agent's token (run as root; is the agent running?): %w", err)
+	}
+	return strings.TrimSpace(string(b)), nil
+}
+
+// ensureToken reads the token, creating it on the first start.
+func ensureToken(stateDir string) (string, error) {
+	tok, err := ReadToken(stateDir)
+	if err == nil && tok != "" {
+		return tok, nil
+	}
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return "", err
+	}
+	var b [32]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", err
+	}
+	tok = hex.EncodeToString(b[:])
+	if err := atomicfile.Write(filepath.Join(stateDir, TokenFile), []byte(tok+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write the agent's token: %w", err)
+	}
+	return tok, nil
+}
+
+// taskRoutes serves the task API for `etcdlet task`: POST /tasks (a
+// task.Request; 201 with the task, 409 with the rejected task, 400 for a
+// bad request), GET /tasks, GET /tasks/{id}, POST /tasks/{id}/cancel.
+func (o *opsTasks) taskRoutes(mux *http.ServeMux, token string) {
+	auth := func(h http.HandlerFunc) http.HandlerFunc {
+		return func(w http.ResponseWriter, r *http.Request) {
+			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(got), []byte(token)) != 1 {
+				http.Error(w, "the task API needs the agent's token (the file "+TokenFile+" in the state dir, readable by root)", http.StatusUnauthorized)
+				return
+			}
+			h(w, r)
+		}
+	}
+	mux.HandleFunc("POST /tasks", auth(func(w http.ResponseWriter, r *http.Request) {
+		var req task.Request
+		dec := json.NewDecoder(io.LimitReader(r.Body, 64<<10))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&req); err != nil {
+			http.Error(w, "task request: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		if req.Source == "" {
+			req.Source = "cli"
+		}
+		t, ok, err := o.runner.Submit(req)
+		switch {
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusBadRequest)
+		case !ok:
+			writeJSON(w, http.StatusConflict, t)
+		default:
+			writeJSON(w, http.StatusCreated, t)
+		}
+	}))
+	mux.HandleFunc("GET /tasks", auth(func(w http.ResponseWriter, _ *http.Request) {
+		tasks, err := o.runner.List()
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		writeJSON(w, http.StatusOK, tasks)
+	}))
+	mux.HandleFunc("GET /tasks/{id}", auth(func(w http.ResponseWriter, r *http.Request) {
+		t, err := o.runner.Get(r.PathValue("id"))
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusNotFound)
+			return
+		}
+		writeJSON(w, http.StatusOK, t)
+	}))
+	mux.HandleFunc("POST /tasks/{id}/cancel", auth(func(w http.ResponseWriter, r *http.Request) {
+		t, err := o.runner.Cancel(r.PathValue("id"))
+		switch {
+		case errors.Is(err, task.ErrNotFound):
+			http.Error(w, err.Error(), http.StatusNotFound)
+		case err != nil:
+			http.Error(w, err.Error(), http.StatusConflict)
+		default:
+			writeJSON(w, http.StatusAccepted, t)
+		}
+	}))
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}

@@ -1,0 +1,243 @@
+package daemon
+
+import (
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"go.etcd.io/etcd/client/pkg/v3/transport"
+	clientv3 "go.etcd.io/etcd/client/v3"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/backupapi"
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/kube"
+	"github.com/etcdlet/etcdlet/daemon/metrics"
+	"github.com/etcdlet/etcdlet/daemon/ops"
+	"github.com/etcdlet/etcdlet/daemon/snapshot"
+	"github.com/etcdlet/etcdlet/daemon/state"
+	"github.com/etcdlet/etcdlet/daemon/task"
+)
+
+// opsTasks is the agent's task side: the runner (daemon/task) with the
+// handlers of daemon/ops, the snapshot store, the schedules, and
+// etcd-backup-restore's HTTP API on the node address.
+type opsTasks struct {
+	cfg       *config.Config
+	log       *slog.Logger
+	runner    *task.Runner
+	store     snapshot.Store // nil without backup.store
+	pool      *etcdclient.Pool
+	endpoints func() []string
+	metrics   *metrics.Metrics
+	apiTLS    *tls.Config
+	api       *http.Server // once the node address is known
+}
+
+// TaskLockKey is the etcd key of the cluster-wide task lock; ScheduleKey
+// records when a scheduled defrag or compaction last succeeded.
+func TaskLockKey(cluster string) string { return "/etcdlet/" + cluster + "/task-lock" }
+
+func scheduleKey(cluster, typ string) string { return "/etcdlet/" + cluster + "/tasks/last/" + typ }
+
+func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m *metrics.Metrics, events kube.Recorder, endpoints func() []string, node string) (*opsTasks, error) {
+	log = log.With("component", "tasks")
+	o := &opsTasks{cfg: cfg, log: log, pool: pool, endpoints: endpoints, metrics: m}
+	store, err := OpenSnapshotStore(context.Background(), cfg)
+	if err != nil {
+		return nil, err
+	}
+	o.store = store
+	if a := cfg.Backup.API; a.Port != 0 && a.TLS.CertFile != "" {
+		if o.apiTLS, err = (transport.TLSInfo{CertFile: a.TLS.CertFile, KeyFile: a.TLS.KeyFile}).ServerConfig(); err != nil {
+			return nil, fmt.Errorf("backup.api.tls: %w", err)
+		}
+	}
+	compression, err := snapshot.ParseCompression(cfg.Backup.Compression)
+	if err != nil {
+		return nil, fmt.Errorf("backup.compression: %w", err)
+	}
+	surveyor := ops.Surveyor{Etcd: pool, Endpoints: endpoints, CallTimeout: cfg.Agent.CallTimeout, Log: log}
+	reg := &task.Registry{}
+	reg.Register(ops.NewSnapshotType(ops.SnapshotDeps{Survey: surveyor, Store: store, Compression: compression,
+		TempDir: filepath.Join(cfg.Agent.StateDir, "tmp"), Log: log,
+		Retention: snapshot.Retention{KeepFull: cfg.Backup.Retention.KeepFull, MaxAge: cfg.Backup.Retention.MaxAge},
+	}, cfg.Tasks.SnapshotTimeout))
+	reg.Register(ops.NewDefragType(surveyor, ops.DefragOptions{Threshold: cfg.Tasks.Defrag.Threshold, CatchUp: time.Minute}, cfg.Tasks.Defrag.Timeout))
+	reg.Register(ops.NewCompactType(surveyor, cfg.Tasks.Compact.Retain, cfg.Tasks.Compact.Timeout))
+	o.runner = &task.Runner{
+		Registry: reg, Store: task.FileStore{State: state.Store{Dir: cfg.Agent.StateDir}}, Node: node, Log: log,
+		RequeueInterval: cfg.Tasks.RequeueInterval,
+		Locker: &task.EtcdLocker{Key: TaskLockKey(cfg.Cluster.Name), TTL: cfg.Tasks.LockTTL, CallTimeout: cfg.Agent.CallTimeout,
+			Client: func() (*clientv3.Client, error) { return o.client() }},
+		OnTransition: func(t task.Task, from task.Phase) { o.transitioned(t, events) },
+	}
+	if err := o.runner.Load(); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+// client is a client over the listed members' endpoints, for the lock and
+// the schedule records.
+func (o *opsTasks) client() (*clientv3.Client, error) {
+	eps := o.endpoints()
+	if len(eps) == 0 {
+		return nil, errors.New("no member list in force yet")
+	}
+	return o.pool.NewMulti(eps)
+}
+
+// transitioned logs nothing (the runner does), and counts and reports.
+func (o *opsTasks) transitioned(t task.Task, events kube.Recorder) {
+	o.metrics.TaskTransitions.WithLabelValues(t.Type, string(t.Phase)).Inc()
+	if t.Phase.Completed() {
+		o.metrics.TaskDuration.WithLabelValues(t.Type, string(t.Phase)).Observe(t.LastTransitionTime.Sub(t.CreatedAt).Seconds())
+	}
+	if t.Phase == task.Succeeded && t.Type == "snapshot" {
+		var s snapshot.Snapshot
+		if json.Unmarshal(t.Output, &s) == nil && s.Kind != "" {
+			o.metrics.LastSnapshot.WithLabelValues(s.Kind).Set(float64(s.CreatedOn.Unix()))
+		}
+	}
+	kind, reason := corev1.EventTypeNormal, "Task"+string(t.Phase)
+	if t.Phase == task.Failed || t.Phase == task.Rejected {
+		kind = corev1.EventTypeWarning
+	}
+	events.Eventf(kind, reason, "task %s (%s, from %s) %s: %s", t.ID, t.Type, orSource(t.Source), t.Phase, t.LastOperation.Description)
+}
+
+func orSource(s string) string {
+	if s == "" {
+		return "cli"
+	}
+	return s
+}
+
+// OpenSnapshotStore opens the configured snapshot store; nil without one.
+func OpenSnapshotStore(ctx context.Context, cfg *config.Config) (snapshot.Store, error) {
+	s := cfg.Backup.Store
+	switch s.Provider {
+	case config.ProviderLocal:
+		return snapshot.NewLocalStore(s.Directory, s.Prefix)
+	case config.ProviderS3:
+		idFile, secretFile := s.S3.S3Credentials()
+		id, err := readCredential(idFile)
+		if err != nil {
+			return nil, err
+		}
+		secret, err := readCredential(secretFile)
+		if err != nil {
+			return nil, err
+		}
+		return snapshot.NewS3Store(ctx, snapshot.S3Config{Bucket: s.S3.Bucket, Prefix: s.Prefix, Endpoint: s.S3.Endpoint,
+			Region: s.S3.Region, AccessKeyID: id, SecretAccessKey: secret, ForcePathStyle: s.S3.ForcePathStyle, CAFile: s.S3.CAFile})
+	}
+	return nil, nil
+}
+
+func readCredential(path string) (string, error) {
+	b, _, err := config.ReadRegularNoFollow(path, 4096)
+	if err != nil {
+		return "", fmt.Errorf("backup.store.s3.credentialsDir: %w", err)
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", fmt.Errorf("backup.store.s3.credentialsDir: %s is empty", path)
+	}
+	return v, nil
+}
+
+// start runs the runner and the schedules.
+func (o *opsTasks) start(ctx context.Context, wg *sync.WaitGroup) {
+	wg.Go(func() {
+		if err := o.runner.Run(ctx); err != nil {
+			o.log.Error("task runner stopped", "error", err)
+		}
+	})
+	o.schedule(ctx, wg)
+}
+
+// startAPI serves etcd-backup-restore's API on the node address once it
+// is known; a failure to listen is retried on the next pass.
+func (o *opsTasks) startAPI(wg *sync.WaitGroup, node string) {
+	if o.api != nil || node == "" || o.cfg.Backup.API.Port == 0 {
+		return
+	}
+	addr := net.JoinHostPort(node, strconv.Itoa(o.cfg.Backup.API.Port))
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		o.log.Error("backup-restore API cannot listen; etcd-druid cannot order snapshots from this node", "address", addr, "error", err)
+		return
+	}
+	o.api = backupapi.Server(backupapi.Handler(o, o.log, o.apiTLS != nil), o.apiTLS)
+	srv := o.api
+	o.log.Info("backup-restore API listening", "address", addr, "tls", o.apiTLS != nil)
+	wg.Go(func() {
+		var err error
+		if o.apiTLS != nil {
+			err = srv.ServeTLS(l, "", "")
+		} else {
+			err = srv.Serve(l)
+		}
+		if err != nil && !errors.Is(err, http.ErrServerClosed) {
+			o.log.Error("backup-restore API stopped", "error", err)
+		}
+	})
+}
+
+func (o *opsTasks) shutdown(ctx context.Context) {
+	if o.api != nil {
+		_ = o.api.Shutdown(ctx)
+	}
+}
+
+// TakeSnapshot implements backupapi.Backend: a snapshot task, waited for.
+func (o *opsTasks) TakeSnapshot(ctx context.Context, kind string, final bool) (json.RawMessage, error) {
+	params := map[string]string{ops.ParamKind: kind}
+	if final {
+		params[ops.ParamFinal] = "true"
+	}
+	t, ok, err := o.runner.Submit(task.Request{Type: "snapshot", Params: params, Source: "backup-restore API"})
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fmt.Errorf("task %s rejected: %s", t.ID, t.LastOperation.Description)
+	}
+	t, err = o.runner.Wait(ctx, t.ID)
+	if err != nil {
+		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	if t.Phase != task.Succeeded {
+		return nil, fmt.Errorf("task %s %s: %s", t.ID, t.Phase, t.LastOperation.Description)
+	}
+	return t.Output, nil
+}
+
+// Latest implements backupapi.Backend.
+func (o *opsTasks) Latest(ctx context.Context) (*snapshot.Snapshot, []snapshot.Snapshot, error) {
+	if o.store == nil {
+		return nil, nil, errors.New("no snapshot store is configured (backup.store)")
+	}
+	return snapshot.Latest(ctx, o.store)
+}
+
+// Healthy implements backupapi.Backend: the listed members answer.
+func (o *opsTasks) Healthy(ctx context.Context) bool {
+	_, err := ops.Surveyor{Etcd: o.pool, Endpoints: o.endpoints, CallTimeout: o.cfg.Agent.CallTimeout}.Survey(ctx)
+	return err == nil
+}
+
+var _ backupapi.Backend = (*opsTasks)(nil)
