@@ -250,15 +250,21 @@ func (a *Agent) startPeerEndpoint(wg *sync.WaitGroup) {
 	a.peer = consent.Server(consent.Handler(a.node.Answer, a.node.Promise, a.wake), a.peerTLS)
 	srv := a.peer
 	a.log.Info("agent peer endpoint listening", "address", addr, "tls", a.peerTLS != nil)
+	serve(wg, a.log, "agent peer endpoint", srv, l)
+}
+
+// serve serves srv on l (https when srv has a TLS config) until it is
+// shut down.
+func serve(wg *sync.WaitGroup, log *slog.Logger, what string, srv *http.Server, l net.Listener) {
 	wg.Go(func() {
 		var err error
-		if a.peerTLS != nil {
+		if srv.TLSConfig != nil {
 			err = srv.ServeTLS(l, "", "")
 		} else {
 			err = srv.Serve(l)
 		}
 		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			a.log.Error("agent peer endpoint stopped", "error", err)
+			log.Error(what+" stopped", "error", err)
 		}
 	})
 }

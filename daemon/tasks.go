@@ -184,17 +184,7 @@ func (o *opsTasks) startAPI(wg *sync.WaitGroup, node string) {
 	o.api = backupapi.Server(backupapi.Handler(o, o.log, o.apiTLS != nil), o.apiTLS)
 	srv := o.api
 	o.log.Info("backup-restore API listening", "address", addr, "tls", o.apiTLS != nil)
-	wg.Go(func() {
-		var err error
-		if o.apiTLS != nil {
-			err = srv.ServeTLS(l, "", "")
-		} else {
-			err = srv.Serve(l)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			o.log.Error("backup-restore API stopped", "error", err)
-		}
-	})
+	serve(wg, o.log, "backup-restore API", srv, l)
 }
 
 func (o *opsTasks) shutdown(ctx context.Context) {

@@ -44,7 +44,7 @@ func TestDruidOpsTaskSnapshots(t *testing.T) {
 	applyManifest(t, env, "deploy/rbac/etcd-druid.yaml")
 	kubeconfig := env.WriteKubeconfig(t, filepath.Join(t.TempDir(), "kubeconfig"), druidIdentity)
 
-	apiPort := freePort(t)
+	apiPort := freeLoopbackPort(t)
 	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netDruidOpsTask,
 		Members: "members:\n  source: etcd-resource\n",
 		Extra:   kubernetesSection(kubeconfig, "") + s3Backup(t, srv, apiPort)})

@@ -92,7 +92,7 @@ func post(t *testing.T, url string) (int, []byte) {
 // rejects a task while another node's task holds it.
 func TestSnapshotsToS3(t *testing.T) {
 	srv := s3test.Start(t)
-	apiPort := freePort(t)
+	apiPort := freeLoopbackPort(t)
 	c, cli := startCluster(t, netSnapshotS3, 3, func(o *harness.Options) { o.Extra = s3Backup(t, srv, apiPort) })
 	putKeys(t, cli, "before/", 200)
 
@@ -201,16 +201,6 @@ func putKeys(t *testing.T, cli *clientv3.Client, prefix string, n int) {
 			t.Fatal(err)
 		}
 	}
-}
-
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }
 
 // defragOutput is the defrag task's output.
@@ -325,7 +315,7 @@ func TestDefragRollingNeverLosesQuorum(t *testing.T) {
 // cluster, with every key of the last delta and the old data dirs kept.
 func TestRestoreAfterLostQuorum(t *testing.T) {
 	srv := s3test.Start(t)
-	c, cli := startCluster(t, netRestore, 3, func(o *harness.Options) { o.Extra = s3Backup(t, srv, freePort(t)) })
+	c, cli := startCluster(t, netRestore, 3, func(o *harness.Options) { o.Extra = s3Backup(t, srv, freeLoopbackPort(t)) })
 	putKeys(t, cli, "data/a/", 300)
 	if out, err := runTaskCLI(t, c, 1, "snapshot"); err != nil {
 		t.Fatalf("full snapshot: %v\n%s", err, out)
@@ -416,7 +406,7 @@ func clusterID(t *testing.T, cli *clientv3.Client) uint64 {
 // finishes: one snapshot in the store, no temporary files left.
 func TestSnapshotResumesAfterAgentKilled(t *testing.T) {
 	srv := s3test.Start(t)
-	c, cli := startCluster(t, netTaskKill, 3, func(o *harness.Options) { o.Extra = s3Backup(t, srv, freePort(t)) })
+	c, cli := startCluster(t, netTaskKill, 3, func(o *harness.Options) { o.Extra = s3Backup(t, srv, freeLoopbackPort(t)) })
 	putKeys(t, cli, "data/", 200)
 
 	srv.Pause(t)

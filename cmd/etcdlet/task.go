@@ -132,44 +132,41 @@ every 5 minutes; this is for clusters without one, and before a defrag.`,
 	return cmd
 }
 
-func newTaskListCommand() *cobra.Command {
+// newTaskClientCommand is a task command that talks to the agent.
+func newTaskClientCommand(use, short string, args cobra.PositionalArgs, run func(cmd *cobra.Command, c *taskClient, args []string) error) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
-		Use:   "list",
-		Short: "List this node's recent tasks and the cluster-wide task lock's holder",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
+		Use: use, Short: short, Args: args,
+		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := newTaskClient(path)
 			if err != nil {
 				return err
 			}
-			var tasks []task.Task
-			if err := c.do(cmd.Context(), http.MethodGet, "/tasks", nil, &tasks); err != nil {
-				return err
-			}
-			w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
-			fmt.Fprintln(w, "ID\tTYPE\tSTATE\tSOURCE\tCREATED\tDESCRIPTION")
-			for _, t := range tasks {
-				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Type, t.Phase, t.Source, t.CreatedAt.Local().Format(time.DateTime), t.LastOperation.Description)
-			}
-			return w.Flush()
+			return run(cmd, c, args)
 		},
 	}
 	addConfigFlag(cmd, &path)
 	return cmd
 }
 
+func newTaskListCommand() *cobra.Command {
+	return newTaskClientCommand("list", "List this node's recent tasks", cobra.NoArgs, func(cmd *cobra.Command, c *taskClient, _ []string) error {
+		var tasks []task.Task
+		if err := c.do(cmd.Context(), http.MethodGet, "/tasks", nil, &tasks); err != nil {
+			return err
+		}
+		w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
+		fmt.Fprintln(w, "ID\tTYPE\tSTATE\tSOURCE\tCREATED\tDESCRIPTION")
+		for _, t := range tasks {
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Type, t.Phase, t.Source, t.CreatedAt.Local().Format(time.DateTime), t.LastOperation.Description)
+		}
+		return w.Flush()
+	})
+}
+
 func newTaskStatusCommand() *cobra.Command {
-	var path string
-	cmd := &cobra.Command{
-		Use:   "status ID",
-		Short: "Show one task in full (JSON): state, last operation, last errors, output",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newTaskClient(path)
-			if err != nil {
-				return err
-			}
+	return newTaskClientCommand("status ID", "Show one task in full (JSON): state, last operation, last errors, output", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, c *taskClient, args []string) error {
 			var t json.RawMessage
 			if err := c.do(cmd.Context(), http.MethodGet, "/tasks/"+args[0], nil, &t); err != nil {
 				return err
@@ -177,35 +174,21 @@ func newTaskStatusCommand() *cobra.Command {
 			var out bytes.Buffer
 			_ = json.Indent(&out, t, "", "  ")
 			out.WriteByte('\n')
-			_, err = cmd.OutOrStdout().Write(out.Bytes())
+			_, err := cmd.OutOrStdout().Write(out.Bytes())
 			return err
-		},
-	}
-	addConfigFlag(cmd, &path)
-	return cmd
+		})
 }
 
 func newTaskCancelCommand() *cobra.Command {
-	var path string
-	cmd := &cobra.Command{
-		Use:   "cancel ID",
-		Short: "Cancel a task: a pending one is rejected, a running one fails as soon as its step returns",
-		Args:  cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := newTaskClient(path)
-			if err != nil {
-				return err
-			}
+	return newTaskClientCommand("cancel ID", "Cancel a task: a pending one is rejected, a running one fails as soon as its step returns", cobra.ExactArgs(1),
+		func(cmd *cobra.Command, c *taskClient, args []string) error {
 			var t task.Task
 			if err := c.do(cmd.Context(), http.MethodPost, "/tasks/"+args[0]+"/cancel", nil, &t); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "task %s: cancel requested (state %s)\n", t.ID, t.Phase)
 			return nil
-		},
-	}
-	addConfigFlag(cmd, &path)
-	return cmd
+		})
 }
 
 // runTask submits a task and, unless detached, follows it to its end.
