@@ -116,6 +116,19 @@ func TestDruidOpsTaskSnapshots(t *testing.T) {
 	requireTaskSucceeded(t, deltaTask, druidSnapshotCreated)
 	requireObjects(t, srv, 1, 1)
 	requireAPITasks(t, c, map[string]int{"full": 1, "delta": 2})
+	// Every transition of etcdlet's own tasks is an Event on the Etcd.
+	harness.Eventually(t, 30*time.Second, "etcdlet's task Events on the Etcd", func() error {
+		reasons, err := etcdEvents(t.Context(), env)
+		if err != nil {
+			return err
+		}
+		for _, want := range []string{"TaskPending", "TaskInProgress", "TaskSucceeded"} {
+			if !slices.Contains(reasons, want) {
+				return fmt.Errorf("no %s Event among %v", want, reasons)
+			}
+		}
+		return nil
+	})
 
 	t.Logf("three druid tasks in %s after the Etcd was Ready; %s in all", time.Since(ready).Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
 }

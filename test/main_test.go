@@ -74,6 +74,7 @@ const (
 	netDefrag
 	netDruidOpsTask
 	netRestore
+	netSchedule
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

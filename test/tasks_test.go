@@ -2,6 +2,8 @@ package test
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -31,6 +33,12 @@ import (
 // backup-restore's API on port apiPort of each node address.
 func s3Backup(t *testing.T, srv s3test.Server, apiPort int) string {
 	t.Helper()
+	return s3BackupAPI(t, srv, fmt.Sprintf("{port: %d, insecure: true}", apiPort))
+}
+
+// s3BackupAPI is s3Backup with the backup.api section given.
+func s3BackupAPI(t *testing.T, srv s3test.Server, api string) string {
+	t.Helper()
 	creds := t.TempDir()
 	for name, v := range map[string]string{"accessKeyID": srv.AccessKey, "secretAccessKey": srv.SecretKey} {
 		if err := os.WriteFile(filepath.Join(creds, name), []byte(v+"\n"), 0o600); err != nil {
@@ -42,11 +50,11 @@ func s3Backup(t *testing.T, srv s3test.Server, apiPort int) string {
     provider: s3
     prefix: etcd-main
     s3: {bucket: %s, endpoint: %s, forcePathStyle: true, credentialsDir: %s}
-  api: {port: %d, insecure: true}
+  api: %s
 tasks:
   requeueInterval: 1s
   lockTTL: 5s
-`, srv.Bucket, srv.Endpoint, creds, apiPort)
+`, srv.Bucket, srv.Endpoint, creds, api)
 }
 
 // runTask runs `etcdlet task run ARGS` on node n and returns its output.
@@ -75,9 +83,9 @@ func listObjects(t *testing.T, srv s3test.Server) []string {
 	return keys
 }
 
-func post(t *testing.T, url string) (int, []byte) {
+func post(t *testing.T, hc *http.Client, url string) (int, []byte) {
 	t.Helper()
-	resp, err := http.Post(url, "", nil)
+	resp, err := hc.Post(url, "", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -88,13 +96,31 @@ func post(t *testing.T, url string) (int, []byte) {
 
 // Snapshots of a three-member cluster go to a real S3 server in
 // etcd-backup-restore's format, ordered through the CLI and through
-// backup-restore's HTTP API on any node; the one-task-per-cluster lock
-// rejects a task while another node's task holds it.
+// backup-restore's HTTP API (https, verified by the node address as an IP
+// SAN) on any node; the one-task-per-cluster lock rejects a task while
+// another node's task holds it.
 func TestSnapshotsToS3(t *testing.T) {
 	srv := s3test.Start(t)
 	apiPort := freeLoopbackPort(t)
-	c, cli := startCluster(t, netSnapshotS3, 3, func(o *harness.Options) { o.Extra = s3Backup(t, srv, apiPort) })
+	var ips []net.IP
+	for n := 1; n <= 3; n++ {
+		ips = append(ips, net.ParseIP(fmt.Sprintf("127.0.%d.%d", netSnapshotS3, n)))
+	}
+	apiCerts, err := harness.GenerateTLS(t.TempDir(), ips)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, cli := startCluster(t, netSnapshotS3, 3, func(o *harness.Options) {
+		o.Extra = s3BackupAPI(t, srv, fmt.Sprintf("{port: %d, tls: {certFile: %s, keyFile: %s}}", apiPort, apiCerts.ServerCert, apiCerts.ServerKey))
+	})
 	putKeys(t, cli, "before/", 200)
+	pool := x509.NewCertPool()
+	caPEM, err := os.ReadFile(apiCerts.CA)
+	if err != nil || !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("read the API's CA: %v", err)
+	}
+	// What druid does: RootCAs only, no client certificate.
+	hc := &http.Client{Timeout: time.Minute, Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool, MinVersion: tls.VersionTLS12}}}
 
 	out, err := runTaskCLI(t, c, 1, "snapshot")
 	if err != nil || !strings.Contains(out, "Succeeded") {
@@ -106,14 +132,14 @@ func TestSnapshotsToS3(t *testing.T) {
 	}
 
 	api := func(n int, path string) string {
-		return "http://" + net.JoinHostPort(c.IP(n), strconv.Itoa(apiPort)) + path
+		return "https://" + net.JoinHostPort(c.IP(n), strconv.Itoa(apiPort)) + path
 	}
 	t.Run("a delta through backup-restore's API holds the new events", func(t *testing.T) {
 		putKeys(t, cli, "after/", 50)
 		if _, err := cli.Delete(t.Context(), "before/0"); err != nil {
 			t.Fatal(err)
 		}
-		code, body := post(t, api(2, "/snapshot/delta"))
+		code, body := post(t, hc, api(2, "/snapshot/delta"))
 		var s snapshot.Snapshot
 		if code != http.StatusOK || json.Unmarshal(body, &s) != nil || s.Kind != snapshot.KindDelta || s.StartRevision == 0 {
 			t.Fatalf("POST /snapshot/delta: %d %s", code, body)
@@ -139,13 +165,13 @@ func TestSnapshotsToS3(t *testing.T) {
 		}
 	})
 	t.Run("a delta without new events is null", func(t *testing.T) {
-		code, body := post(t, api(3, "/snapshot/delta"))
+		code, body := post(t, hc, api(3, "/snapshot/delta"))
 		if code != http.StatusOK || string(body) != "null" {
 			t.Fatalf("POST /snapshot/delta: %d %q, want 200 \"null\"", code, body)
 		}
 	})
 	t.Run("latest lists the full and its delta", func(t *testing.T) {
-		resp, err := http.Get(api(1, "/snapshot/latest"))
+		resp, err := hc.Get(api(1, "/snapshot/latest"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -159,7 +185,7 @@ func TestSnapshotsToS3(t *testing.T) {
 		}
 	})
 	t.Run("final=x is a bad request", func(t *testing.T) {
-		if code, body := post(t, api(1, "/snapshot/full?final=x")); code != http.StatusBadRequest || len(body) != 0 {
+		if code, body := post(t, hc, api(1, "/snapshot/full?final=x")); code != http.StatusBadRequest || len(body) != 0 {
 			t.Fatalf("got %d %q, want 400 with an empty body", code, body)
 		}
 	})
@@ -177,7 +203,7 @@ func TestSnapshotsToS3(t *testing.T) {
 		if err == nil || !strings.Contains(out, "Rejected") || !strings.Contains(out, "node-elsewhere") || !strings.Contains(out, task.CodeDuplicateTask) {
 			t.Fatalf("got %v\n%s\nwant a rejection naming the other node's task", err, out)
 		}
-		if code, _ := post(t, api(1, "/snapshot/full")); code != http.StatusInternalServerError {
+		if code, _ := post(t, hc, api(1, "/snapshot/full")); code != http.StatusInternalServerError {
 			t.Errorf("POST /snapshot/full while locked: %d, want 500", code)
 		}
 		if _, err := cli.Revoke(t.Context(), lease.ID); err != nil {
@@ -241,14 +267,18 @@ func TestDefragRollingNeverLosesQuorum(t *testing.T) {
 	c, cli := startCluster(t, netDefrag, 3, func(o *harness.Options) {
 		o.Extra = "tasks:\n  requeueInterval: 500ms\n  lockTTL: 5s\n"
 	})
-	// Fragment the backends: write, then delete and compact.
+	// Fragment the backends: write, then delete and compact (the compact
+	// task, keeping no old revision readable).
 	putKeys(t, cli, "bulk/", 2000)
 	resp, err := cli.Delete(t.Context(), "bulk/", clientv3.WithPrefix())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cli.Compact(t.Context(), resp.Header.Revision, clientv3.WithCompactPhysical()); err != nil {
-		t.Fatal(err)
+	if out, err := runTaskCLI(t, c, 2, "compact", "--retain", "0"); err != nil || !strings.Contains(out, "compacted to revision") {
+		t.Fatalf("task run compact: %v\n%s", err, out)
+	}
+	if _, err := cli.Get(t.Context(), "bulk/1", clientv3.WithRev(resp.Header.Revision-1)); err == nil || !strings.Contains(err.Error(), "compacted") {
+		t.Fatalf("a revision before the compaction is still readable: %v", err)
 	}
 	w := c.StartWriter(c.ClientOf(1, 2))
 
@@ -456,4 +486,33 @@ func TestSnapshotResumesAfterAgentKilled(t *testing.T) {
 	if left, _ := filepath.Glob(filepath.Join(tmp, "*", "*")); len(left) > 0 {
 		t.Errorf("temporary files left behind: %v", left)
 	}
+}
+
+// Scheduled snapshots on every agent of a cluster sharing one S3 store:
+// one full snapshot per interval for the whole cluster (the store says
+// whether one is due), then deltas of the writes.
+func TestScheduledSnapshots(t *testing.T) {
+	srv := s3test.Start(t)
+	_, cli := startCluster(t, netSchedule, 3, func(o *harness.Options) {
+		o.Extra = strings.Replace(s3Backup(t, srv, freeLoopbackPort(t)), "  api:", "  schedule: {full: 1m, delta: 10s}\n  api:", 1)
+	})
+	harness.Eventually(t, 45*time.Second, "a scheduled full snapshot and a delta of the writes after it", func() error {
+		putKeys(t, cli, "data/", 5)
+		var full, deltas int
+		for _, k := range listObjects(t, srv) {
+			switch {
+			case strings.Contains(k, "/Full-"):
+				full++
+			case strings.Contains(k, "/Incr-"):
+				deltas++
+			}
+		}
+		if full == 0 || deltas == 0 {
+			return fmt.Errorf("%d full, %d delta snapshots", full, deltas)
+		}
+		if full > 1 {
+			t.Fatalf("%d full snapshots within one interval of 1m: the agents did not see each other's", full)
+		}
+		return nil
+	})
 }
