@@ -57,12 +57,18 @@ demo: build
 # docs/development.md); then the pacemaker Go benchmarks (ns/op, allocs/op);
 # then reporting to a real kube-apiserver: a pacemaker change to the stored
 # status against crm_mon's own run time, and API calls per minute per agent
-# at steady state (over ETCDLET_BENCH_WINDOW, default 1m).
+# at steady state (over ETCDLET_BENCH_WINDOW, default 1m); then a full
+# snapshot of a 1 GiB keyspace (ETCDLET_BENCH_SNAPSHOT_MIB) to a directory
+# and to the local S3 server against etcdctl's snapshot save plus an upload
+# of the file, and the rolling defrag's time per member against a direct
+# Defragment call.
 bench:
 	$(ASSETS) && $(GO) run ./test/bench
 	$(GO) test -run '^$$' -bench . -benchmem ./daemon/pacemaker/
 	$(ASSETS) && $(GO) test -run '^$$' -bench PacemakerChange -benchtime 50x ./daemon/kube/
 	$(ASSETS) && $(GO) test -run '^$$' -bench SteadyState -benchtime 1x ./daemon/kube/
+	$(ASSETS) && ETCDLET_BENCH_SNAPSHOT_MIB=$${ETCDLET_BENCH_SNAPSHOT_MIB:-1024} $(GO) test -run '^$$' -bench FullSnapshot -benchtime 1x -timeout 30m ./daemon/snapshot/
+	$(GO) test -run '^$$' -bench Defrag -benchtime 3x -timeout 30m ./daemon/ops/
 
 lint:
 	@out=$$(gofmt -l .); \

@@ -73,12 +73,19 @@ func (s Survey) Quorum() int { return len(s.Voters())/2 + 1 }
 func (s Survey) HealthyVotersBut(id uint64) int {
 	n := 0
 	for _, m := range s.Voters() {
-		if m.ID != id && m.Status != nil && len(m.Status.GetErrors()) == 0 {
+		if m.ID != id && healthy(m.Status) {
 			n++
 		}
 	}
 	return n
 }
+
+// healthy tells a member that answered its status and follows a leader.
+// Its Errors are not the test: besides "no leader" they list the
+// cluster's raised alarms (every member lists every member's), which say
+// nothing of this member, and a NOSPACE alarm is what a compaction and a
+// defragmentation are there to clear.
+func healthy(st *pb.StatusResponse) bool { return st != nil && st.Leader != 0 }
 
 // Member returns a member by ID.
 func (s Survey) Member(id uint64) (Member, bool) {
@@ -121,6 +128,7 @@ func (s Surveyor) Survey(ctx context.Context) (Survey, error) {
 		return Survey{}, fmt.Errorf("%w: %w", ErrNoQuorum, errors.Join(errs...))
 	}
 	var sv Survey
+	var term uint64
 	for _, m := range list.Members {
 		member := Member{ID: m.ID, Name: m.Name, Learner: m.IsLearner}
 		if len(m.ClientURLs) > 0 {
@@ -131,8 +139,10 @@ func (s Surveyor) Survey(ctx context.Context) (Survey, error) {
 		} else {
 			member.StatusErr = errors.New("the member has not started yet (no client URL)")
 		}
-		if member.Status != nil && member.Status.Leader != 0 {
-			sv.Leader = member.Status.Leader
+		// The leader is the one named by the member in the newest term: a
+		// member that has not heard of an election yet names the old one.
+		if st := member.Status; st != nil && st.Leader != 0 && st.RaftTerm >= term {
+			sv.Leader, term = st.Leader, st.RaftTerm
 		}
 		sv.Members = append(sv.Members, member)
 	}

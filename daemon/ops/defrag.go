@@ -80,7 +80,7 @@ func NewDefragType(s Surveyor, o DefragOptions, timeout time.Duration) task.Type
 				switch k {
 				case ParamThreshold:
 					f, err := strconv.ParseFloat(v, 64)
-					if err != nil || f < 0 || f > 1 {
+					if err != nil || !(f >= 0 && f <= 1) { // NaN too
 						return nil, fmt.Errorf("parameter %s=%q: want a fraction from 0 to 1 (0 defragments every member)", k, v)
 					}
 					d.threshold = f
@@ -223,11 +223,18 @@ func (d *defrag) one(ctx context.Context, sv Survey, m Member) (task.Result, boo
 	if err := d.etcd.Defragment(ctx, m.ClientURL); err != nil {
 		return task.Result{Requeue: true, Code: CodeDefragment, Error: fmt.Errorf("defragment %s: %w", m, err)}, false
 	}
+	// Recorded at once: a restart from here on must not defragment this
+	// member again. The next member waits for this one to be healthy (the
+	// quorum check above), also after a restart.
+	if res := d.record(MemberOutcome{Member: m.String(), Action: "defragmented", Before: size}, m); res.Error != nil {
+		return res, true
+	}
 	after, err := d.waitHealthy(ctx, m)
 	if err != nil {
 		return task.Result{Requeue: true, Code: CodeDefragment, Error: err}, false
 	}
-	return d.record(MemberOutcome{Member: m.String(), Action: "defragmented", Before: size, After: after.DbSize}, m), true
+	d.progress.Done[len(d.progress.Done)-1].After = after.DbSize
+	return task.Result{Error: d.env.Checkpoint(d.progress)}, true
 }
 
 func (d *defrag) record(o MemberOutcome, m Member) task.Result {
@@ -239,17 +246,19 @@ func (d *defrag) record(o MemberOutcome, m Member) task.Result {
 	return task.Result{}
 }
 
-// moveLeader hands leadership to the follower with the highest applied
-// index, preferring one already defragmented.
+// moveLeader hands leadership to a healthy follower: one already
+// defragmented if there is one (it will not stall again in this task),
+// else the one with the highest applied index.
 func (d *defrag) moveLeader(ctx context.Context, sv Survey, leader Member) error {
+	done := func(m Member) bool { return slices.Contains(d.progress.IDs, strconv.FormatUint(m.ID, 16)) }
 	var to *Member
-	for i, m := range sv.Voters() {
-		if m.ID == leader.ID || m.Status == nil {
+	for _, m := range sv.Voters() {
+		if m.ID == leader.ID || !healthy(m.Status) {
 			continue
 		}
-		if to == nil || m.Status.RaftAppliedIndex > to.Status.RaftAppliedIndex {
-			v := sv.Voters()[i]
-			to = &v
+		if to == nil || (done(m) && !done(*to)) ||
+			(done(m) == done(*to) && m.Status.RaftAppliedIndex > to.Status.RaftAppliedIndex) {
+			to = &m
 		}
 	}
 	if to == nil {
@@ -264,8 +273,9 @@ func (d *defrag) moveLeader(ctx context.Context, sv Survey, leader Member) error
 	return nil
 }
 
-// waitHealthy waits until the member answers again and its applied index
-// reached the leader's at the time of the first answer.
+// waitHealthy waits until the member answers again, follows a leader, and
+// has applied what it committed (within a small slack): it caught up with
+// what the cluster did while it stalled.
 func (d *defrag) waitHealthy(ctx context.Context, m Member) (*pb.StatusResponse, error) {
 	deadline := time.Now().Add(d.catchUp)
 	var last error
@@ -273,7 +283,7 @@ func (d *defrag) waitHealthy(ctx context.Context, m Member) (*pb.StatusResponse,
 		cctx, cancel := context.WithTimeout(ctx, d.survey.CallTimeout)
 		st, err := d.etcd.Status(cctx, m.ClientURL)
 		cancel()
-		if err == nil && len(st.GetErrors()) == 0 && st.RaftAppliedIndex+1000 >= st.RaftIndex {
+		if err == nil && healthy(st) && st.RaftAppliedIndex+1000 >= st.RaftIndex {
 			return st, nil
 		}
 		last = errors.Join(err, fmt.Errorf("errors %v, applied %d of %d", st.GetErrors(), st.GetRaftAppliedIndex(), st.GetRaftIndex()))
