@@ -140,7 +140,13 @@ func (s *snapshotTask) Execute(ctx context.Context) task.Result {
 	}
 	defer cli.Close()
 	opts := snapshot.Options{Compression: s.deps.Compression, TempDir: s.dir, Final: s.final, Ignore: IsAgentKey,
-		BeforeUpload: func(snap snapshot.Snapshot) error { return s.env.Checkpoint(snapshotProgress{Uploading: &snap}) }}
+		BeforeUpload: func(snap snapshot.Snapshot) error {
+			p := snapshotProgress{Uploading: &snap}
+			// Kept here too: a retried attempt of this same run looks
+			// for the object as a restarted agent would.
+			s.env.Progress, _ = json.Marshal(p)
+			return s.env.Checkpoint(p)
+		}}
 	if s.kind == snapshot.KindDelta {
 		return s.delta(ctx, src, cli, opts)
 	}

@@ -19,6 +19,9 @@ const DefaultRequeueInterval = 15 * time.Second
 // ErrUnknownType is returned by Submit for a type not in the registry.
 var ErrUnknownType = errors.New("unknown task type")
 
+// MaxTimeout bounds the timeout a request may set.
+const MaxTimeout = 24 * time.Hour
+
 // ErrNotFound is returned for an unknown task ID.
 var ErrNotFound = errors.New("no such task")
 
@@ -101,6 +104,9 @@ func (r *Runner) Submit(req Request) (t Task, ok bool, err error) {
 	typ, found := r.Registry.Lookup(req.Type)
 	if !found {
 		return Task{}, false, fmt.Errorf("%w %q (known: %v)", ErrUnknownType, req.Type, r.Registry.Names())
+	}
+	if req.Timeout < 0 || req.Timeout.D() > MaxTimeout {
+		return Task{}, false, fmt.Errorf("task %s: timeout %s: must be between 0 (the type's default) and %s", req.Type, req.Timeout.D(), MaxTimeout)
 	}
 	now := r.now()
 	t = Task{ID: newID(now), Type: req.Type, Params: req.Params, Source: req.Source, Node: r.Node,

@@ -226,6 +226,9 @@ func TestBadRequestsRecordNothing(t *testing.T) {
 	if _, _, err := f.runner.Submit(Request{Type: "work", Params: map[string]string{"bad": "1"}}); err == nil || !strings.Contains(err.Error(), "parameter bad") {
 		t.Errorf("bad parameter: %v, want the handler's refusal", err)
 	}
+	if _, _, err := f.runner.Submit(Request{Type: "work", Timeout: Duration(25 * time.Hour)}); err == nil || !strings.Contains(err.Error(), "timeout 25h0m0s") {
+		t.Errorf("a timeout beyond a day: %v, want a refusal naming it", err)
+	}
 	if tasks, _ := f.runner.List(); len(tasks) != 0 {
 		t.Errorf("recorded %+v", tasks)
 	}
