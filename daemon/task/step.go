@@ -298,15 +298,20 @@ func (r *Runner) cleanup(ctx context.Context, t Task) {
 	// The lock goes before the task reads as finished, so that whoever
 	// waited for it can start the next one at once.
 	r.release(t.ID)
-	r.update(t.ID, func(t *Task) { t.Cleaned = true })
+	// Finished, and the history trimmed, in one change: whoever waited for
+	// the task sees both at once.
 	r.mu.Lock()
+	defer r.mu.Unlock()
+	if i := r.indexLocked(t.ID); i >= 0 {
+		r.tasks[i].Cleaned = true
+		r.tasks[i].LastOperation.LastUpdateTime = r.now()
+	}
 	delete(r.handlers, t.ID)
 	delete(r.cancelled, t.ID)
 	r.tasks = trimHistory(r.tasks)
 	if err := r.saveLocked(); err != nil {
 		r.log(t).Error("cannot persist the task's state", "error", err)
 	}
-	r.mu.Unlock()
 }
 
 func (r *Runner) finish(id string, p Phase, description string, e *Error) {
