@@ -30,6 +30,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/kube/druid"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/memberlist"
+	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
 	"github.com/etcdlet/etcdlet/daemon/node"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
@@ -305,13 +306,7 @@ func (a *Agent) newTasks(host string) (*opsTasks, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	endpoints := func() []string {
-		var eps []string
-		for _, m := range a.node.Last().Desired {
-			eps = append(eps, m.ClientURL)
-		}
-		return eps
-	}
+	endpoints := func() []string { return membership.ClientURLs(a.node.Last().Desired) }
 	t, err := newOpsTasks(a.cfg, a.log, a.pool, a.metrics, a.report.events, endpoints, host)
 	return t, token, err
 }

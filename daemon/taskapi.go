@@ -26,20 +26,36 @@ const TokenFile = "agent-token"
 
 // ReadToken reads the agent's token from the state dir.
 func ReadToken(stateDir string) (string, error) {
-	b, _, err := config.ReadRegularNoFollow(filepath.Join(stateDir, TokenFile), 256)
+	tok, err := readSecretLine(filepath.Join(stateDir, TokenFile))
 	if err != nil {
 		return "", fmt.Errorf("read the agent's token (run as root; is the agent running?): %w", err)
 	}
-	return strings.TrimSpace(string(b)), nil
+	return tok, nil
 }
+
+// readSecretLine reads a small file holding one secret (a token, a key):
+// a regular file, not through a symbolic link, trimmed, not empty.
+func readSecretLine(path string) (string, error) {
+	b, _, err := config.ReadRegularNoFollow(path, 4096)
+	if err != nil {
+		return "", err
+	}
+	v := strings.TrimSpace(string(b))
+	if v == "" {
+		return "", fmt.Errorf("%s %w", path, errEmptySecret)
+	}
+	return v, nil
+}
+
+var errEmptySecret = errors.New("is empty")
 
 // ensureToken reads the token, creating it on the first start.
 func ensureToken(stateDir string) (string, error) {
 	tok, err := ReadToken(stateDir)
-	if err == nil && tok != "" {
+	if err == nil {
 		return tok, nil
 	}
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, errEmptySecret) {
 		return "", err
 	}
 	var b [32]byte

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -34,15 +33,15 @@ import (
 // handlers of daemon/ops, the snapshot store, the schedules, and
 // etcd-backup-restore's HTTP API on the node address.
 type opsTasks struct {
-	cfg       *config.Config
-	log       *slog.Logger
-	runner    *task.Runner
-	store     snapshot.Store // nil without backup.store
-	pool      *etcdclient.Pool
-	endpoints func() []string
-	metrics   *metrics.Metrics
-	apiTLS    *tls.Config
-	api       *http.Server // once the node address is known
+	cfg     *config.Config
+	log     *slog.Logger
+	runner  *task.Runner
+	store   snapshot.Store // nil without backup.store
+	pool    *etcdclient.Pool
+	survey  ops.Surveyor // the listed members
+	metrics *metrics.Metrics
+	apiTLS  *tls.Config
+	api     *http.Server // once the node address is known
 }
 
 // TaskLockKey is the etcd key of the cluster-wide task lock; ScheduleKey
@@ -53,7 +52,8 @@ func scheduleKey(cluster, typ string) string { return "/etcdlet/" + cluster + "/
 
 func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m *metrics.Metrics, events kube.Recorder, endpoints func() []string, node string) (*opsTasks, error) {
 	log = log.With("component", "tasks")
-	o := &opsTasks{cfg: cfg, log: log, pool: pool, endpoints: endpoints, metrics: m}
+	o := &opsTasks{cfg: cfg, log: log, pool: pool, metrics: m,
+		survey: ops.Surveyor{Etcd: pool, Endpoints: endpoints, CallTimeout: cfg.Agent.CallTimeout, Log: log}}
 	store, err := OpenSnapshotStore(context.Background(), cfg)
 	if err != nil {
 		return nil, err
@@ -68,14 +68,13 @@ func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m 
 	if err != nil {
 		return nil, fmt.Errorf("backup.compression: %w", err)
 	}
-	surveyor := ops.Surveyor{Etcd: pool, Endpoints: endpoints, CallTimeout: cfg.Agent.CallTimeout, Log: log}
 	reg := &task.Registry{}
-	reg.Register(ops.NewSnapshotType(ops.SnapshotDeps{Survey: surveyor, Store: store, Compression: compression,
+	reg.Register(ops.NewSnapshotType(ops.SnapshotDeps{Survey: o.survey, Store: store, Compression: compression,
 		TempDir: filepath.Join(cfg.Agent.StateDir, "tmp"), Log: log,
 		Retention: snapshot.Retention{KeepFull: cfg.Backup.Retention.KeepFull, MaxAge: cfg.Backup.Retention.MaxAge},
 	}, cfg.Tasks.SnapshotTimeout))
-	reg.Register(ops.NewDefragType(surveyor, ops.DefragOptions{Threshold: cfg.Tasks.Defrag.Threshold, CatchUp: time.Minute}, cfg.Tasks.Defrag.Timeout))
-	reg.Register(ops.NewCompactType(surveyor, cfg.Tasks.Compact.Retain, cfg.Tasks.Compact.Timeout))
+	reg.Register(ops.NewDefragType(o.survey, ops.DefragOptions{Threshold: cfg.Tasks.Defrag.Threshold, CatchUp: time.Minute}, cfg.Tasks.Defrag.Timeout))
+	reg.Register(ops.NewCompactType(o.survey, cfg.Tasks.Compact.Retain, cfg.Tasks.Compact.Timeout))
 	o.runner = &task.Runner{
 		Registry: reg, Store: task.FileStore{State: state.Store{Dir: cfg.Agent.StateDir}}, Node: node, Log: log,
 		RequeueInterval: cfg.Tasks.RequeueInterval,
@@ -92,7 +91,7 @@ func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m 
 // client is a client over the listed members' endpoints, for the lock and
 // the schedule records.
 func (o *opsTasks) client() (*clientv3.Client, error) {
-	eps := o.endpoints()
+	eps := o.survey.Endpoints()
 	if len(eps) == 0 {
 		return nil, errors.New("no member list in force yet")
 	}
@@ -148,13 +147,9 @@ func OpenSnapshotStore(ctx context.Context, cfg *config.Config) (snapshot.Store,
 }
 
 func readCredential(path string) (string, error) {
-	b, _, err := config.ReadRegularNoFollow(path, 4096)
+	v, err := readSecretLine(path)
 	if err != nil {
 		return "", fmt.Errorf("backup.store.s3.credentialsDir: %w", err)
-	}
-	v := strings.TrimSpace(string(b))
-	if v == "" {
-		return "", fmt.Errorf("backup.store.s3.credentialsDir: %s is empty", path)
 	}
 	return v, nil
 }
@@ -226,7 +221,7 @@ func (o *opsTasks) Latest(ctx context.Context) (*snapshot.Snapshot, []snapshot.S
 
 // Healthy implements backupapi.Backend: the listed members answer.
 func (o *opsTasks) Healthy(ctx context.Context) bool {
-	_, err := ops.Surveyor{Etcd: o.pool, Endpoints: o.endpoints, CallTimeout: o.cfg.Agent.CallTimeout}.Survey(ctx)
+	_, err := o.survey.Survey(ctx)
 	return err == nil
 }
 

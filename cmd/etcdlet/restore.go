@@ -11,6 +11,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 	"github.com/etcdlet/etcdlet/daemon/ops"
 	"github.com/etcdlet/etcdlet/daemon/restore"
@@ -81,13 +82,8 @@ confirmation unless --yes.`,
 				return err
 			}
 			defer pool.Close()
-			sv := ops.Surveyor{Etcd: pool, CallTimeout: cfg.Agent.CallTimeout, Endpoints: func() []string {
-				var eps []string
-				for _, m := range identity.SchemeFrom(cfg).ForAll(list) {
-					eps = append(eps, m.ClientURL)
-				}
-				return eps
-			}}
+			listed := membership.ClientURLs(identity.SchemeFrom(cfg).ForAll(list))
+			sv := ops.Surveyor{Etcd: pool, CallTimeout: cfg.Agent.CallTimeout, Endpoints: func() []string { return listed }}
 			plan, err := restore.Prepare(cmd.Context(), cfg, store, self, sv, snapshot, force)
 			if err != nil {
 				return err

@@ -185,11 +185,17 @@ func (d *defrag) pending(sv Survey) []Member {
 	})
 	var todo []Member
 	for _, m := range voters {
-		if !slices.Contains(d.progress.IDs, strconv.FormatUint(m.ID, 16)) {
+		if !d.done(m) {
 			todo = append(todo, m)
 		}
 	}
 	return todo
+}
+
+// done reports whether the member was defragmented or skipped already (in
+// this run or one before a restart).
+func (d *defrag) done(m Member) bool {
+	return slices.Contains(d.progress.IDs, strconv.FormatUint(m.ID, 16))
 }
 
 // one defragments (or skips) one member; done is false when the step must
@@ -250,14 +256,13 @@ func (d *defrag) record(o MemberOutcome, m Member) task.Result {
 // defragmented if there is one (it will not stall again in this task),
 // else the one with the highest applied index.
 func (d *defrag) moveLeader(ctx context.Context, sv Survey, leader Member) error {
-	done := func(m Member) bool { return slices.Contains(d.progress.IDs, strconv.FormatUint(m.ID, 16)) }
 	var to *Member
 	for _, m := range sv.Voters() {
 		if m.ID == leader.ID || !healthy(m.Status) {
 			continue
 		}
-		if to == nil || (done(m) && !done(*to)) ||
-			(done(m) == done(*to) && m.Status.RaftAppliedIndex > to.Status.RaftAppliedIndex) {
+		if to == nil || (d.done(m) && !d.done(*to)) ||
+			(d.done(m) == d.done(*to) && m.Status.RaftAppliedIndex > to.Status.RaftAppliedIndex) {
 			to = &m
 		}
 	}

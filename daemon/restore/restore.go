@@ -43,16 +43,26 @@ func (p Plan) Revision() int64 {
 // quorum on the listed addresses — restoring then would fork a healthy
 // cluster into two.
 func checkStopped(ctx context.Context, cfg *config.Config, sv ops.Surveyor, force bool) error {
-	if inUse, err := datadir.InUse(cfg.Etcd.DataDir); err != nil {
+	if err := checkNotInUse(cfg.Etcd.DataDir); err != nil {
 		return err
-	} else if inUse {
-		return fmt.Errorf("the data dir %s is in use by a running etcd: stop etcdlet (systemctl stop etcdlet) and the member first", cfg.Etcd.DataDir)
 	}
 	if force {
 		return nil
 	}
 	if _, err := sv.Survey(ctx); err == nil {
 		return errors.New("a cluster answers with quorum on the listed addresses: restoring now would split it in two; stop every member first (or, if that cluster is not this one, pass --force)")
+	}
+	return nil
+}
+
+// checkNotInUse refuses a data dir that a running etcd holds.
+func checkNotInUse(dataDir string) error {
+	inUse, err := datadir.InUse(dataDir)
+	if err != nil {
+		return err
+	}
+	if inUse {
+		return fmt.Errorf("the data dir %s is in use by a running etcd: stop etcdlet (systemctl stop etcdlet) and the member first", dataDir)
 	}
 	return nil
 }
@@ -158,10 +168,8 @@ func swapIn(staging, dataDir string) error {
 // moved aside and its state forgets the old cluster, so that its agent
 // waits to be added to the restored cluster like a new node.
 func Rejoin(cfg *config.Config, now time.Time) (moved string, err error) {
-	if inUse, err := datadir.InUse(cfg.Etcd.DataDir); err != nil {
+	if err := checkNotInUse(cfg.Etcd.DataDir); err != nil {
 		return "", err
-	} else if inUse {
-		return "", fmt.Errorf("the data dir %s is in use by a running etcd: stop etcdlet (systemctl stop etcdlet) and the member first", cfg.Etcd.DataDir)
 	}
 	if moved, err = datadir.MoveAside(cfg.Etcd.DataDir, now); err != nil {
 		return "", err

@@ -301,17 +301,28 @@ func (r *Runner) update(id string, f func(t *Task)) Task {
 	if i < 0 {
 		return Task{}
 	}
-	from := r.tasks[i].Phase
-	f(&r.tasks[i])
-	r.tasks[i].LastOperation.LastUpdateTime = r.now()
-	if err := r.saveLocked(); err != nil {
-		r.log(r.tasks[i]).Error("cannot persist the task's state; a restart would repeat this step", "error", err)
-	}
-	if r.tasks[i].Phase != from {
-		r.tasks[i].LastTransitionTime = r.now()
-		r.transitioned(r.tasks[i], from)
-	}
+	r.updateLocked(i, f)
 	return r.tasks[i]
+}
+
+// updateLocked applies f to task i, stamps the change (and the transition,
+// when the phase changed), persists the tasks and tells of the transition;
+// r.mu is held.
+func (r *Runner) updateLocked(i int, f func(t *Task)) {
+	t := &r.tasks[i]
+	from := t.Phase
+	f(t)
+	now := r.now()
+	t.LastOperation.LastUpdateTime = now
+	if t.Phase != from {
+		t.LastTransitionTime = now
+	}
+	if err := r.saveLocked(); err != nil {
+		r.log(*t).Error("cannot persist the task's state; a restart would repeat this step", "error", err)
+	}
+	if t.Phase != from {
+		r.transitioned(*t, from)
+	}
 }
 
 func (r *Runner) saveLocked() error {
@@ -336,25 +347,18 @@ func (r *Runner) log(t Task) *slog.Logger {
 
 // finishLocked completes a task; r.mu is held.
 func (r *Runner) finishLocked(i int, p Phase, s OperationState, description string, e *Error) {
-	from := r.tasks[i].Phase
-	now := r.now()
-	t := &r.tasks[i]
-	t.Phase = p
-	t.LastOperation.State = s
-	t.LastOperation.Description = description
-	t.LastOperation.LastUpdateTime = now
-	t.LastTransitionTime = now
-	if e != nil {
-		e.ObservedAt = now
-		t.LastErrors = appendError(t.LastErrors, *e)
-	}
-	if p == Rejected {
-		t.Cleaned = true
-	}
-	if err := r.saveLocked(); err != nil {
-		r.log(*t).Error("cannot persist the task's state", "error", err)
-	}
-	r.transitioned(*t, from)
+	r.updateLocked(i, func(t *Task) {
+		t.Phase = p
+		t.LastOperation.State = s
+		t.LastOperation.Description = description
+		if e != nil {
+			e.ObservedAt = r.now()
+			t.LastErrors = appendError(t.LastErrors, *e)
+		}
+		if p == Rejected {
+			t.Cleaned = true // it never ran: nothing to clean up
+		}
+	})
 }
 
 func appendError(errs []Error, e Error) []Error {
