@@ -54,7 +54,9 @@ func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m 
 	log = log.With("component", "tasks")
 	o := &opsTasks{cfg: cfg, log: log, pool: pool, metrics: m,
 		survey: ops.Surveyor{Etcd: pool, Endpoints: endpoints, CallTimeout: cfg.Agent.CallTimeout, Log: log}}
-	store, err := OpenSnapshotStore(context.Background(), cfg)
+	// No call to the store here: the agent starts the local member
+	// whether or not object storage answers.
+	store, err := OpenSnapshotStore(context.Background(), cfg, false)
 	if err != nil {
 		return nil, err
 	}
@@ -125,7 +127,8 @@ func orSource(s string) string {
 }
 
 // OpenSnapshotStore opens the configured snapshot store; nil without one.
-func OpenSnapshotStore(ctx context.Context, cfg *config.Config) (snapshot.Store, error) {
+// With check, an S3 store is asked at once whether its bucket opens.
+func OpenSnapshotStore(ctx context.Context, cfg *config.Config, check bool) (snapshot.Store, error) {
 	s := cfg.Backup.Store
 	switch s.Provider {
 	case config.ProviderLocal:
@@ -140,8 +143,12 @@ func OpenSnapshotStore(ctx context.Context, cfg *config.Config) (snapshot.Store,
 		if err != nil {
 			return nil, err
 		}
-		return snapshot.NewS3Store(ctx, snapshot.S3Config{Bucket: s.S3.Bucket, Prefix: s.Prefix, Endpoint: s.S3.Endpoint,
-			Region: s.S3.Region, AccessKeyID: id, SecretAccessKey: secret, ForcePathStyle: s.S3.ForcePathStyle, CAFile: s.S3.CAFile})
+		c := snapshot.S3Config{Bucket: s.S3.Bucket, Prefix: s.Prefix, Endpoint: s.S3.Endpoint,
+			Region: s.S3.Region, AccessKeyID: id, SecretAccessKey: secret, ForcePathStyle: s.S3.ForcePathStyle, CAFile: s.S3.CAFile}
+		if check {
+			return snapshot.NewS3Store(ctx, c)
+		}
+		return snapshot.OpenS3Store(c)
 	}
 	return nil, nil
 }

@@ -66,7 +66,7 @@ confirmation unless --yes.`,
 				fmt.Fprintf(out, "data dir moved aside to %s (kept); start etcdlet: this node joins the restored cluster once the restored node's agent adds it\n", orNothing(moved))
 				return nil
 			}
-			store, err := daemon.OpenSnapshotStore(cmd.Context(), cfg)
+			store, err := daemon.OpenSnapshotStore(cmd.Context(), cfg, true)
 			if err != nil {
 				return err
 			}

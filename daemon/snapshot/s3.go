@@ -58,12 +58,23 @@ const (
 // exists and the credentials open it, so a wrong setting fails now rather
 // than at the first snapshot.
 func NewS3Store(ctx context.Context, c S3Config) (*S3Store, error) {
-	st, err := newS3Store(c)
+	st, err := OpenS3Store(c)
 	if err != nil {
-		return nil, fmt.Errorf("s3 snapshot store s3://%s/%s: %w", c.Bucket, c.Prefix, err)
+		return nil, err
 	}
 	if _, err := st.client.HeadBucket(ctx, &s3.HeadBucketInput{Bucket: &st.bucket}); err != nil {
 		return nil, fmt.Errorf("s3 snapshot store %s: head bucket: %w", st, err)
+	}
+	return st, nil
+}
+
+// OpenS3Store sets the store up without a call to the server: for the
+// agent, whose start (and its etcd member's) must not wait for object
+// storage; a wrong setting shows at the first snapshot.
+func OpenS3Store(c S3Config) (*S3Store, error) {
+	st, err := newS3Store(c)
+	if err != nil {
+		return nil, fmt.Errorf("s3 snapshot store s3://%s/%s: %w", c.Bucket, c.Prefix, err)
 	}
 	return st, nil
 }
