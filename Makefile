@@ -1,7 +1,8 @@
 # etcdlet — build, test, demo, bench, lint.
 #
-#   make demo    three agents on 127.0.0.1-3 form a cluster, a fourth joins, one leaves
-#   make test    everything the tests need, then every test (unit + end-to-end)
+#   make demo      three agents on 127.0.0.1-3 form a cluster, a fourth joins, one leaves
+#   make test      everything the tests need, then every test (unit + end-to-end)
+#   make packages  the .deb and .rpm for amd64 and arm64 in dist/ (docs/packaging.md)
 
 SHELL      := /bin/bash
 GO         ?= go
@@ -11,7 +12,7 @@ LDFLAGS    := -X main.version=$(VERSION)
 # End-to-end tests start real etcd clusters; they need time, not retries.
 TEST_FLAGS ?= -count=1 -timeout 25m
 
-.PHONY: all build test test-deps unit e2e sim demo bench lint clean
+.PHONY: all build test test-deps unit e2e sim demo bench lint packages clean
 
 all: build
 
@@ -25,9 +26,15 @@ test-deps:
 # hack/envtest.sh builds kube-apiserver and etcd from the Go module proxy
 # once, into a cache outside the repository ($HOME/.cache/etcdlet), and
 # prints where; the tests find them through KUBEBUILDER_ASSETS. hack/druid.sh
-# (etcd-druid, ETCDLET_DRUID) and hack/versitygw.sh (the S3 server,
-# ETCDLET_VERSITYGW) do the same.
-ASSETS := assets="$$(hack/envtest.sh)" && export KUBEBUILDER_ASSETS="$$assets" && druid="$$(hack/druid.sh)" && export ETCDLET_DRUID="$$druid" && s3="$$(hack/versitygw.sh)" && export ETCDLET_VERSITYGW="$$s3" && br="$$(hack/etcdbrctl.sh)" && export ETCDLET_ETCDBRCTL="$$br"
+# (etcd-druid, ETCDLET_DRUID), hack/versitygw.sh (the S3 server,
+# ETCDLET_VERSITYGW), hack/etcdbrctl.sh (ETCDLET_ETCDBRCTL) and
+# hack/promtool.sh (Prometheus's promtool, which checks the shipped alert
+# rules: ETCDLET_PROMTOOL) do the same.
+ASSETS := assets="$$(hack/envtest.sh)" && export KUBEBUILDER_ASSETS="$$assets" && druid="$$(hack/druid.sh)" && export ETCDLET_DRUID="$$druid" && s3="$$(hack/versitygw.sh)" && export ETCDLET_VERSITYGW="$$s3" && br="$$(hack/etcdbrctl.sh)" && export ETCDLET_ETCDBRCTL="$$br" && pt="$$(hack/promtool.sh)" && export ETCDLET_PROMTOOL="$$pt"
+# The end-to-end tests also need hack/nfpm.sh (the packager, ETCDLET_NFPM)
+# and hack/debian-root.sh (the pristine Debian host the package install test
+# boots, ETCDLET_DEBIAN_ROOT; debootstrap, as root), cached the same way.
+E2E_ASSETS := $(ASSETS) && nfpm="$$(hack/nfpm.sh)" && export ETCDLET_NFPM="$$nfpm" && debroot="$$(hack/debian-root.sh)" && export ETCDLET_DEBIAN_ROOT="$$debroot"
 
 # hack/test.sh runs lint, the unit packages (-race) and the end-to-end
 # tests side by side; every step runs to its end and the summary names
@@ -39,7 +46,7 @@ unit:
 	$(ASSETS) && $(GO) test $(TEST_FLAGS) -race $$($(GO) list ./... | grep -v '/test$$')
 
 e2e:
-	$(ASSETS) && $(GO) test $(TEST_FLAGS) -v ./test/
+	$(E2E_ASSETS) && $(GO) test $(TEST_FLAGS) -v ./test/
 
 # A long campaign of the membership simulator (docs/development.md):
 # SIM_DURATION of schedules from a fresh range of seeds, then the rate and
@@ -69,6 +76,14 @@ bench:
 	$(ASSETS) && $(GO) test -run '^$$' -bench SteadyState -benchtime 1x ./daemon/kube/
 	$(ASSETS) && ETCDLET_BENCH_SNAPSHOT_MIB=$${ETCDLET_BENCH_SNAPSHOT_MIB:-1024} $(GO) test -run '^$$' -bench FullSnapshot -benchtime 1x -timeout 30m ./daemon/snapshot/
 	$(GO) test -run '^$$' -bench Defrag -benchtime 3x -timeout 30m ./daemon/ops/
+
+# The .deb and .rpm (nfpm v2.45.0, built once into the cache by hack/nfpm.sh)
+# for amd64 and arm64 into dist/, reproducible. hack/packages.sh reads
+# VERSION (default: from git describe), RELEASE, DIST, ARCHES and
+# SOURCE_DATE_EPOCH from the environment or the command line, e.g.
+# `make packages VERSION=1.2.0 DIST=out`; see docs/packaging.md.
+packages:
+	@hack/packages.sh
 
 lint:
 	@out=$$(gofmt -l .); \

@@ -145,7 +145,8 @@ func (f TLSFiles) Enabled() bool { return f.CertFile != "" || f.KeyFile != "" ||
 type Agent struct {
 	StateDir string `yaml:"stateDir"`
 	// Listen is the address of the agent's HTTP listener (/metrics,
-	// /healthz, /pacemaker). Loopback only, unless ListenTLS is set.
+	// /healthz, /readyz, /pacemaker, /tasks). Loopback only, unless
+	// ListenTLS is set.
 	Listen string `yaml:"listen"`
 	// ListenTLS makes the agent listener serve https and require client
 	// certificates signed by its caFile; needed for a non-loopback listen.

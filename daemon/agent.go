@@ -45,6 +45,7 @@ import (
 type Agent struct {
 	cfg       *config.Config
 	log       *slog.Logger
+	version   string // etcdlet's build version, for the log and etcdlet_build_info
 	node      *node.Node
 	source    *memberlist.Source
 	runtime   runtime.Runtime
@@ -72,7 +73,7 @@ type reloadRequest struct {
 // New builds an agent from a validated configuration. It binds the
 // agent's HTTP listener at once, so a port conflict is a start error
 // rather than a log line.
-func New(cfg *config.Config, log *slog.Logger) (*Agent, error) {
+func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	c, err := connect(cfg, log)
 	if err != nil {
 		return nil, err
@@ -84,7 +85,8 @@ func New(cfg *config.Config, log *slog.Logger) (*Agent, error) {
 		return nil, err
 	}
 	m := metrics.New()
-	a := &Agent{cfg: cfg, log: log, pool: pool, metrics: m, peerTLS: peerTLS,
+	m.SetBuildInfo(version)
+	a := &Agent{cfg: cfg, log: log, version: version, pool: pool, metrics: m, peerTLS: peerTLS,
 		reloads: make(chan reloadRequest), wakes: make(chan struct{}, 1)}
 	host, _ := os.Hostname()
 	if a.report, err = newReporting(cfg, log, m, host); err != nil {
@@ -145,15 +147,23 @@ func (a *Agent) Reload(ctx context.Context, cfg *config.Config) error {
 	return <-req.reply
 }
 
+// RejectReload records that a reloaded configuration file was rejected
+// before it reached Reload (it does not load or validate): /readyz says
+// so until a reload is applied.
+func (a *Agent) RejectReload(err error) {
+	a.health.reloaded(fmt.Errorf("configuration reload rejected, the running configuration stays in force: %w", err))
+}
+
 // Run runs the loop until ctx ends, then stops the local member.
 func (a *Agent) Run(ctx context.Context) error {
-	a.log.Info("etcdlet agent starting", "cluster", a.cfg.Cluster.Name, "runtime", a.cfg.Etcd.Runtime,
+	a.log.Info("etcdlet agent starting", "version", a.version, "cluster", a.cfg.Cluster.Name, "runtime", a.cfg.Etcd.Runtime,
 		"dataDir", a.cfg.Etcd.DataDir, "stateDir", a.cfg.Agent.StateDir, "listen", a.listener.Addr().String(),
 		"listenTLS", a.cfg.Agent.ListenTLS.Enabled())
 	// Every start says so, so that an opt-out never goes unnoticed.
 	for _, w := range a.cfg.SecurityWarnings() {
 		a.log.Warn("insecure configuration: " + w)
 	}
+	a.health.start(time.Now())
 	var wg sync.WaitGroup
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()

@@ -18,10 +18,12 @@ func (a *Agent) applyReload(cfg *config.Config) error {
 	if fields := immutableChanges(a.cfg, cfg); len(fields) > 0 {
 		err := fmt.Errorf("reload refused: %s changed; these need a restart of etcdlet (the running configuration stays in force)", strings.Join(fields, ", "))
 		a.log.Error("configuration reload refused", "error", err)
+		a.health.reloaded(err)
 		return err
 	}
 	a.cfg.Members, a.cfg.Cluster.Replicas = cfg.Members, cfg.Cluster.Replicas
 	a.source.SetConfig(cfg)
+	a.health.reloaded(nil)
 	a.log.Info("configuration reloaded")
 	return nil
 }

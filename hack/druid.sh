@@ -23,6 +23,8 @@ script_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 mod_dir="$script_dir/druid-bin"
 [ -f "$mod_dir/go.mod" ] || fail "wrapper module not found at $mod_dir/go.mod"
 [ -f "$mod_dir/go.sum" ] || fail "wrapper module has no go.sum at $mod_dir/go.sum; run 'go mod tidy' in $mod_dir"
+# shellcheck source=lib/cache.sh
+. "$script_dir/lib/cache.sh"
 # shellcheck source=lib/wrapper-build.sh
 . "$script_dir/lib/wrapper-build.sh"
 

@@ -6,6 +6,19 @@
 # The table below is the one list of what the tests execute (exec.Command,
 # exec.LookPath, and what those programs start in turn). A test that gains
 # a program adds it here; `make test` on a fresh machine proves the list.
+#
+# Besides these Debian programs, the tests run programs built from the Go
+# module proxy into ${ETCDLET_CACHE:-$HOME/.cache/etcdlet} by hack/test.sh
+# (and the Makefile's ASSETS), each found through an environment variable:
+# kube-apiserver and etcd (hack/envtest.sh, KUBEBUILDER_ASSETS), etcd-druid
+# (hack/druid.sh, ETCDLET_DRUID), versitygw (hack/versitygw.sh,
+# ETCDLET_VERSITYGW), etcdbrctl (hack/etcdbrctl.sh, ETCDLET_ETCDBRCTL) and
+# promtool, which checks the alert rules in deploy/prometheus/
+# (hack/promtool.sh, ETCDLET_PROMTOOL). They need Go and the proxy, nothing
+# from apt.
+# nfpm, the packager (hack/nfpm.sh, ETCDLET_NFPM), is built the same way;
+# hack/debian-root.sh (ETCDLET_DEBIAN_ROOT) debootstraps the Debian root the
+# package install test boots once, from the Debian mirror (debootstrap below).
 set -euo pipefail
 
 fail() { echo "test-deps: $*" >&2; exit 1; }
@@ -28,10 +41,18 @@ tools=(
   "xmllint             libxml2-utils         daemon/pacemaker/testdata/generate.sh"
   "ip                  iproute2              test/: network namespaces"
   "unshare             util-linux            test/pacemaker: node namespaces"
-  "nsenter             util-linux            test/pacemaker: polling inside a node"
+  "nsenter             util-linux            test/pacemaker: polling inside a node; test/: commands in the booted Debian host"
   "mount               mount                 test/: a data dir that must be a mount point"
   "umount              mount                 test/: a data dir that must be a mount point"
   "systemd-analyze     systemd               systemd/: 'systemd-analyze verify' of the units"
+  "debootstrap         debootstrap           hack/debian-root.sh: the pristine Debian root the package install test boots"
+  "systemd-nspawn      systemd-container     test/: boots that root with systemd as PID 1 (package install test)"
+  "chroot              coreutils             test/: the package installed without systemd running"
+  "tar                 tar                   test/: a fresh copy of the Debian root per run"
+  "rpm                 rpm                   test/: rpm -qp, rpm -K of the built .rpm files"
+  "dpkg-deb            dpkg                  test/: dpkg-deb -c/-I/-f of the built .deb files"
+  "dpkg                dpkg                  test/: dpkg --compare-versions (the package version scheme)"
+  "gzip                gzip                  hack/packages.sh: the man pages"
   "openssl             openssl               pki/: CAs made as docs/certificates.md shows, and openssl verify"
 )
 

@@ -57,6 +57,30 @@ else
   failed+=("hack/etcdbrctl.sh: etcdbrctl could not be built")
 fi
 
+step "promtool, which checks the shipped alert rules (hack/promtool.sh)"
+# On failure the tests that run promtool (daemon/metrics) fail too, each saying so.
+if promtool=$(hack/promtool.sh); then
+  export ETCDLET_PROMTOOL=$promtool
+else
+  failed+=("hack/promtool.sh: promtool could not be built")
+fi
+
+step "nfpm, the packager of the .deb and .rpm (hack/nfpm.sh)"
+# On failure the package tests (test/packages_test.go) fail too, each saying so.
+if nfpm=$(hack/nfpm.sh); then
+  export ETCDLET_NFPM=$nfpm
+else
+  failed+=("hack/nfpm.sh: nfpm could not be built")
+fi
+
+step "the pristine Debian host the package install test boots (hack/debian-root.sh)"
+# debootstrap from the Debian mirror, once; on failure the install test fails too.
+if debian_root=$(hack/debian-root.sh); then
+  export ETCDLET_DEBIAN_ROOT=$debian_root
+else
+  failed+=("hack/debian-root.sh: the Debian root could not be built")
+fi
+
 # run NAME ARGS...: go test in the background, its output prefixed and kept.
 run() {
   local name=$1; shift

@@ -59,7 +59,7 @@ func TestUnitsVerify(t *testing.T) {
 			t.Errorf("kubelet drop-in lacks %s", want)
 		}
 	}
-	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "Before=kubelet.service", "ReadWritePaths=/etc/kubernetes/manifests /var/lib/etcd /var/lib/etcdlet"} {
+	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "Before=kubelet.service", "ReadWritePaths=-/etc/kubernetes/manifests -/var/lib/etcd -/var/lib/etcdlet"} {
 		if !strings.Contains(string(unit), want) {
 			t.Errorf("etcdlet.service lacks %s", want)
 		}

@@ -15,6 +15,22 @@ import (
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
 
+// memberIDOf returns the member ID of agent n's member (by name).
+func memberIDOf(t *testing.T, c *harness.Cluster, cli *clientv3.Client, n int) uint64 {
+	t.Helper()
+	members, err := c.MemberList(cli)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range members {
+		if m.Name == c.Name(n) {
+			return m.ID
+		}
+	}
+	t.Fatalf("%s is not a member", c.Name(n))
+	return 0
+}
+
 // leaderIndex returns which agent's member leads.
 func leaderIndex(t *testing.T, c *harness.Cluster, cli *clientv3.Client) int {
 	t.Helper()

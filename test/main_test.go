@@ -75,6 +75,10 @@ const (
 	netDruidOpsTask
 	netRestore
 	netSchedule
+	netChangeIP
+	netRollingRestart
+	netMetrics
+	netReadyz
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

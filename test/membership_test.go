@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -342,4 +343,39 @@ func without(s []int, drop int) []int {
 		}
 	}
 	return out
+}
+
+// A host changes its IP (docs/operations.md, "Change a node's IP"): its
+// agent is stopped, its configuration and the list name the new address,
+// and it starts again on its old disk. The old member, silent and no longer
+// listed, is removed; the host's data, which belongs to that old member, is
+// moved aside (kept) and the host joins under its new address as a learner
+// and is promoted. The writer never sees the cluster lose quorum.
+func TestANodeChangesItsIP(t *testing.T) {
+	t.Parallel()
+	c, cli := startCluster(t, netChangeIP, 3)
+	w := c.StartWriter(cli)
+	oldID := memberIDOf(t, c, cli, 3)
+
+	// The host that was node 3 is node 4 from now on: same disk, new address.
+	c.Agent(3).Stop()
+	if err := os.Rename(filepath.Join(c.Dir, "n3"), filepath.Join(c.Dir, "n4")); err != nil {
+		t.Fatal(err)
+	}
+	c.WriteConfig(4)
+	c.WriteMembers(1, 2, 4)
+	c.Start(4)
+	c.Wait(cli, convergeTimeout, 1, 2, 4)
+	checkWrites(t, w)
+
+	if id := memberIDOf(t, c, cli, 4); id == oldID {
+		t.Errorf("the host kept member ID %x under its new address; it must join as a new member", id)
+	}
+	harness.Eventually(t, 30*time.Second, "the old member's data moved aside on the host", func() error {
+		if len(movedAside(t, c, 4)) == 0 {
+			return errorf("nothing moved aside yet")
+		}
+		return nil
+	})
+	requireKeptData(t, movedAside(t, c, 4))
 }

@@ -25,8 +25,10 @@ agent: it is rejected with its reasons, and the last good list (kept in
 agent.stateDir across restarts) stays in force; with none, the agent waits.
 
 The agent logs to stderr with log/slog: text on a terminal, JSON otherwise
-(agent.logFormat overrides). It serves /metrics and /healthz on
-agent.listen.
+(agent.logFormat overrides). It serves /metrics (Prometheus), /healthz
+(200 while reconcile passes keep finishing: liveness), /readyz (200 when the
+local member is a healthy voter in the list, or the node is correctly idle;
+503 with the reason otherwise) and /pacemaker on agent.listen.
 
 Signals:
   SIGTERM, SIGINT  stop the local etcd member cleanly and exit 0
@@ -40,7 +42,7 @@ Signals:
 				return err
 			}
 			log, _ := logging.New(os.Stderr, cfg.Agent.LogFormat, cfg.Agent.LogLevel)
-			agent, err := daemon.New(cfg, log)
+			agent, err := daemon.New(cfg, log, version)
 			if err != nil {
 				return err
 			}
@@ -54,6 +56,7 @@ Signals:
 					reloaded, err := config.Load(path)
 					if err != nil {
 						log.Error("configuration reload rejected; the running configuration stays in force", "config", path, "problems", err.Error())
+						agent.RejectReload(err) // /readyz says so
 						continue
 					}
 					_ = agent.Reload(ctx, reloaded) // logs its own outcome

@@ -121,3 +121,21 @@ func TestDoRetriesACatchingUpLearnerAtAShortInterval(t *testing.T) {
 		})
 	}
 }
+
+// Every attempt that returns an error is reported with its outcome (for
+// etcdlet_etcd_call_errors_total), an error that means "already applied"
+// too; a success is not.
+func TestDoReportsEveryFailedAttempt(t *testing.T) {
+	var got []string
+	p := Policy{Attempts: 4, AttemptTimeout: time.Second,
+		Sleep:  func(context.Context, time.Duration) bool { return true },
+		Failed: func(op Op, o Outcome) { got = append(got, string(op)+":"+string(o)) }}
+	errs := []error{rpctypes.ErrMemberLearnerNotReady, rpctypes.ErrGRPCNoLeader, nil}
+	Do(context.Background(), p, OpPromote, func(context.Context) error { e := errs[0]; errs = errs[1:]; return e })
+	Do(context.Background(), p, OpRemove, func(context.Context) error { return rpctypes.ErrGRPCMemberNotFound })
+	Do(context.Background(), p, OpAddLearner, func(context.Context) error { return rpctypes.ErrGRPCMemberBadURLs })
+	want := []string{"promote:retry", "promote:retry", "remove:done", "add-learner:fatal"}
+	if !slices.Equal(got, want) {
+		t.Errorf("reported %v, want %v", got, want)
+	}
+}

@@ -23,6 +23,10 @@ type Policy struct {
 	// Sleep waits out a backoff, or returns false when ctx ends first; a
 	// real timer when nil (the simulator passes one that moves its clock).
 	Sleep func(ctx context.Context, d time.Duration) bool
+	// Failed, when set, hears of every attempt that returned an error,
+	// with the outcome Classify gave it (done: already applied), for
+	// metrics.
+	Failed func(op Op, outcome Outcome)
 }
 
 func (p Policy) sleep(ctx context.Context, d time.Duration) bool {
@@ -57,6 +61,9 @@ func Do(ctx context.Context, p Policy, op Op, call func(ctx context.Context) err
 		res.Err = call(attemptCtx)
 		cancel()
 		res.Outcome = Classify(op, res.Err)
+		if res.Err != nil && p.Failed != nil {
+			p.Failed(op, res.Outcome)
+		}
 		if res.Outcome != Retry || res.Attempts == p.Attempts {
 			return res
 		}

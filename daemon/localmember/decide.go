@@ -33,6 +33,58 @@ const (
 	Refuse       Kind = "refuse"        // unsafe to act; an operator must look
 )
 
+// Refusal names a safety rule under which the agent refuses to act until
+// the situation changes or an operator acts: the reason label of
+// etcdlet_refusals_total. Decide names those that hold the local member
+// back; the node controller finds the last two (RefuseForeignAnswer,
+// RefuseOrphaningList) in its view of the cluster and the list. Waiting
+// to be added, or out a backoff, is no refusal.
+type Refusal string
+
+// Refusals.
+const (
+	// RefuseNoConsent: a bootstrap waits, for a listed node is silent or
+	// does not confirm that it is fresh (normal for seconds while the
+	// nodes of a new cluster start).
+	RefuseNoConsent Refusal = "bootstrap-no-consent"
+	// RefuseWasMember: no bootstrap by a node that was a member before,
+	// without the operator's approval.
+	RefuseWasMember Refusal = "bootstrap-was-member"
+	// RefuseBesideCluster: no bootstrap while an established cluster
+	// answers without quorum.
+	RefuseBesideCluster Refusal = "bootstrap-beside-cluster"
+	// RefuseAmbiguous: the listed endpoints answer for more than one
+	// cluster and this node belongs to none yet: it joins neither.
+	RefuseAmbiguous Refusal = "ambiguous-clusters"
+	// RefuseForeignData: the data dir belongs to another cluster than the
+	// one the listed peers form.
+	RefuseForeignData Refusal = "foreign-data"
+	// RefuseDataMismatch: the data dir belongs to another cluster than the
+	// one this node joined (its state).
+	RefuseDataMismatch Refusal = "data-cluster-mismatch"
+	// RefuseNotMounted: etcd.dataDirMustBeMount, and the data dir is not
+	// (or cannot be told to be) a mount point.
+	RefuseNotMounted Refusal = "data-dir-not-mounted"
+	// RefuseMovesAside: the data dir was moved aside etcd.moveAsideLimit
+	// times within etcd.moveAsideWindow.
+	RefuseMovesAside Refusal = "moves-aside-limit"
+	// RefusePeerURLTaken: another member's name holds this node's peer URL.
+	RefusePeerURLTaken Refusal = "peer-url-taken"
+	// RefuseForeignAnswer: a listed address answers for another cluster
+	// than this node's; nothing is done to or for it (membership, not the
+	// local decision, finds these).
+	RefuseForeignAnswer Refusal = "foreign-cluster-answer"
+	// RefuseOrphaningList: a member list that shares no address with the
+	// cluster's voters is refused; the last applied list stays in force.
+	RefuseOrphaningList Refusal = "orphaning-list"
+)
+
+// Problem is why the data dir may not be used, and which refusal that is.
+type Problem struct {
+	Refusal Refusal
+	Reason  string
+}
+
 // Inputs is everything Decide looks at.
 type Inputs struct {
 	// Cluster is cluster.name, the member name prefix.
@@ -56,10 +108,10 @@ type Inputs struct {
 	Consent consent.Verdict
 	// Approved: the operator approved a bootstrap of this list here.
 	Approved bool
-	// DataProblem, when set, says why the data dir may not be used (it
-	// must be a mount point and is not; it belongs to another cluster than
-	// the one this node joined).
-	DataProblem string
+	// DataProblem, when its Reason is set, says why the data dir may not
+	// be used (it must be a mount point and is not; it belongs to another
+	// cluster than the one this node joined).
+	DataProblem Problem
 	// Flapping, when set, says why the node does not rejoin: it moved its
 	// data aside too often (etcd.moveAsideLimit) without the operator
 	// acknowledging it.
@@ -77,6 +129,9 @@ type Decision struct {
 	StaleID uint64
 	// JoinID is the member the writer added for this node, for Join.
 	JoinID uint64
+	// Refusal names the safety rule behind a Refuse, or behind a Wait that
+	// is one; empty otherwise.
+	Refusal Refusal
 }
 
 // Decide encodes the local safety rules: never bootstrap while an
@@ -95,8 +150,8 @@ func Decide(in Inputs) Decision {
 		}
 		return Decision{Kind: Keep}
 	}
-	if in.DataProblem != "" {
-		return Decision{Kind: Refuse, Reason: in.DataProblem}
+	if in.DataProblem.Reason != "" {
+		return Decision{Kind: Refuse, Reason: in.DataProblem.Reason, Refusal: in.DataProblem.Refusal}
 	}
 	if in.Data.HasData() {
 		return decideWithData(in)
@@ -116,19 +171,19 @@ func Decide(in Inputs) Decision {
 		return Decision{Kind: Idle, Reason: "this node's address is not in the member list"}
 	}
 	if in.Flapping != "" {
-		return Decision{Kind: Refuse, Reason: in.Flapping}
+		return Decision{Kind: Refuse, Reason: in.Flapping, Refusal: RefuseMovesAside}
 	}
 	switch {
 	case v.Ambiguous():
-		return Decision{Kind: Wait, Reason: "the listed endpoints answer for more than one cluster; joining neither: " + foreignList(v.Foreign)}
+		return Decision{Kind: Wait, Reason: "the listed endpoints answer for more than one cluster; joining neither: " + foreignList(v.Foreign), Refusal: RefuseAmbiguous}
 	case v.Reached:
 		return decideJoin(in)
 	case v.Established:
-		return Decision{Kind: Wait, Reason: "an established cluster answers but has no quorum; never bootstrapping beside it"}
+		return Decision{Kind: Wait, Reason: "an established cluster answers but has no quorum; never bootstrapping beside it", Refusal: RefuseBesideCluster}
 	case in.WasMember && !in.Approved:
-		return Decision{Kind: Refuse, Reason: "no listed peer answers, and this node was a member before: it never bootstraps a new cluster on its own; restore a member's quorum or its data, or, once every member's data is known to be lost, approve a new cluster on the nodes with 'etcdlet bootstrap --approve'"}
+		return Decision{Kind: Refuse, Reason: "no listed peer answers, and this node was a member before: it never bootstraps a new cluster on its own; restore a member's quorum or its data, or, once every member's data is known to be lost, approve a new cluster on the nodes with 'etcdlet bootstrap --approve'", Refusal: RefuseWasMember}
 	case !in.Consent.Granted:
-		return Decision{Kind: Wait, Reason: "no listed peer's etcd answers, and a bootstrap needs every listed node's consent: " + in.Consent.Reason()}
+		return Decision{Kind: Wait, Reason: "no listed peer's etcd answers, and a bootstrap needs every listed node's consent: " + in.Consent.Reason(), Refusal: RefuseNoConsent}
 	default:
 		return Decision{Kind: Bootstrap, Reason: "no listed peer's etcd answers and " + in.Consent.Reason() + ": the listed nodes form a new cluster",
 			InitialCluster: identity.InitialCluster(in.Desired), ClusterState: runtime.StateNew}
@@ -154,7 +209,7 @@ func decideWithData(in Inputs) Decision {
 		return restart
 	case v.ClusterID != in.Pinned:
 		return Decision{Kind: Refuse, Reason: fmt.Sprintf("the local data belongs to cluster %s but the listed peers form cluster %s; not starting and not moving anything: move the data dir aside by hand to join %s",
-			membership.IDString(in.Pinned), membership.IDString(v.ClusterID), membership.IDString(v.ClusterID))}
+			membership.IDString(in.Pinned), membership.IDString(v.ClusterID), membership.IDString(v.ClusterID)), Refusal: RefuseForeignData}
 	}
 	if in.LocalID != 0 {
 		if hasMember(v, in.LocalID) {
@@ -177,7 +232,7 @@ func decideJoin(in Inputs) Decision {
 	case !ok:
 		return Decision{Kind: Wait, Reason: "not a member yet; waiting to be added as a learner"}
 	case m.Name != "" && m.Name != in.Self.Name:
-		return Decision{Kind: Wait, Reason: fmt.Sprintf("member %q holds this node's peer URL %s; resolve by hand", m.Name, in.Self.PeerURL)}
+		return Decision{Kind: Wait, Reason: fmt.Sprintf("member %q holds this node's peer URL %s; resolve by hand", m.Name, in.Self.PeerURL), Refusal: RefusePeerURLTaken}
 	case m.Started():
 		return Decision{Kind: DeclareStale, StaleID: m.ID,
 			Reason: fmt.Sprintf("the cluster has started member %s for this node but its data is gone; it must be removed and the node rejoin", membership.IDString(m.ID))}

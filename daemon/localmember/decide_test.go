@@ -51,14 +51,17 @@ func TestDecide(t *testing.T) {
 		state string // expected initial-cluster-state
 		ic    string // expected initial cluster (substring)
 		why   string // reason substring
+		// refusal is the safety rule named (etcdlet_refusals_total's
+		// reason); empty for every decision that refuses nothing.
+		refusal Refusal
 	}{
 		{name: "bootstrap when no listed peer answers, never a member, and every listed node consents",
 			in: Inputs{InList: true, View: nobody, Consent: granted}, want: Bootstrap, state: "new",
 			ic: "etcd-main-192.0.2.1=https://192.0.2.1:2380,etcd-main-192.0.2.2=https://192.0.2.2:2380,etcd-main-192.0.2.3=https://192.0.2.3:2380"},
 		{name: "a listed node that does not answer is no consent: wait",
-			in: Inputs{InList: true, View: nobody, Consent: silent}, want: Wait, why: "no answer from 192.0.2.1"},
+			in: Inputs{InList: true, View: nobody, Consent: silent}, want: Wait, why: "no answer from 192.0.2.1", refusal: RefuseNoConsent},
 		{name: "never bootstrap after having been a member",
-			in: Inputs{InList: true, WasMember: true, View: nobody, Consent: granted}, want: Refuse, why: "etcdlet bootstrap --approve"},
+			in: Inputs{InList: true, WasMember: true, View: nobody, Consent: granted}, want: Refuse, why: "etcdlet bootstrap --approve", refusal: RefuseWasMember},
 		{name: "a former member with the operator's approval bootstraps",
 			in: Inputs{InList: true, WasMember: true, Approved: true, View: nobody, Consent: consent.Verdict{Granted: true, Approved: true}}, want: Bootstrap},
 		{name: "a node named in a cluster without quorum joins it, and bootstraps nothing of its own",
@@ -67,13 +70,13 @@ func TestDecide(t *testing.T) {
 				Consent: granted},
 			want: Join, state: "existing", ic: "etcd-main-192.0.2.3=https://192.0.2.3:2380"},
 		{name: "never bootstrap beside an established cluster without quorum",
-			in: Inputs{InList: true, View: noQuorum, Consent: granted}, want: Wait, why: "no quorum"},
+			in: Inputs{InList: true, View: noQuorum, Consent: granted}, want: Wait, why: "no quorum", refusal: RefuseBesideCluster},
 		{name: "not listed and no data: idle",
 			in: Inputs{InList: false, View: cluster}, want: Idle},
 		{name: "listed but not added yet: wait for the writer",
 			in: Inputs{InList: true, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: Wait, why: "waiting to be added"},
 		{name: "a node in no cluster yet that hears two clusters joins neither",
-			in: Inputs{InList: true, View: foreign(reached(started("192.0.2.1", 1), unstartedLearner("192.0.2.3", 3)))}, want: Wait, why: "more than one cluster"},
+			in: Inputs{InList: true, View: foreign(reached(started("192.0.2.1", 1), unstartedLearner("192.0.2.3", 3)))}, want: Wait, why: "more than one cluster", refusal: RefuseAmbiguous},
 		{name: "join as the learner the writer added, with every member in the initial cluster",
 			in:   Inputs{InList: true, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), unstartedLearner("192.0.2.3", 3))},
 			want: Join, state: "existing",
@@ -94,11 +97,12 @@ func TestDecide(t *testing.T) {
 				m := started("192.0.2.3", 9)
 				m.Name = "infra3"
 				return m
-			}())}, want: Wait, why: "resolve by hand"},
+			}())}, want: Wait, why: "resolve by hand", refusal: RefusePeerURLTaken},
 		{name: "too many moves aside: the node does not rejoin",
-			in: Inputs{InList: true, Flapping: "moved aside 3 times", View: reached(started("192.0.2.1", 1), unstartedLearner("192.0.2.3", 3))}, want: Refuse, why: "moved aside 3 times"},
+			in: Inputs{InList: true, Flapping: "moved aside 3 times", View: reached(started("192.0.2.1", 1), unstartedLearner("192.0.2.3", 3))}, want: Refuse, why: "moved aside 3 times", refusal: RefuseMovesAside},
 		{name: "a data dir that must be a mount point and is not is never used",
-			in: Inputs{InList: true, DataProblem: "not a mount point", Data: wal, LocalID: 3, Pinned: 0xc1, View: cluster}, want: Refuse, why: "not a mount point"},
+			in:   Inputs{InList: true, DataProblem: Problem{Refusal: RefuseNotMounted, Reason: "not a mount point"}, Data: wal, LocalID: 3, Pinned: 0xc1, View: cluster},
+			want: Refuse, why: "not a mount point", refusal: RefuseNotMounted},
 		{name: "restart on data while no peer answers (how a cluster regains quorum)",
 			in: Inputs{InList: true, Data: wal, LocalID: 3, View: nobody}, want: Restart, state: "existing"},
 		{name: "restart on data while still a member",
@@ -120,7 +124,7 @@ func TestDecide(t *testing.T) {
 		{name: "a backend without a write-ahead log is moved aside before a join",
 			in: Inputs{InList: true, Data: datadir.Contents{Backend: true}, View: reached(started("192.0.2.1", 1), unstartedLearner("192.0.2.3", 3))}, want: MoveAside, why: "no write-ahead log"},
 		{name: "data of another cluster is never touched",
-			in: Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xbad, View: cluster}, want: Refuse, why: "belongs to cluster bad"},
+			in: Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xbad, View: cluster}, want: Refuse, why: "belongs to cluster bad", refusal: RefuseForeignData},
 		{name: "running and still a member: keep",
 			in: Inputs{InList: true, Running: true, LocalID: 3, Pinned: 0xc1, View: cluster}, want: Keep},
 		{name: "running but removed: stop and move aside",
@@ -147,6 +151,9 @@ func TestDecide(t *testing.T) {
 			}
 			if tt.why != "" && !strings.Contains(d.Reason, tt.why) {
 				t.Errorf("reason %q does not say %q", d.Reason, tt.why)
+			}
+			if d.Refusal != tt.refusal {
+				t.Errorf("refusal %q, want %q", d.Refusal, tt.refusal)
 			}
 		})
 	}

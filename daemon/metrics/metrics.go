@@ -4,8 +4,11 @@
 package metrics
 
 import (
+	"runtime"
+
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	etcdversion "go.etcd.io/etcd/api/v3/version"
 )
 
 // Metrics are the agent's collectors.
@@ -33,6 +36,19 @@ type Metrics struct {
 	// LearnersExpired counts learners this agent removed because they
 	// were not promoted within agent.learnerTimeout.
 	LearnersExpired prometheus.Counter
+	// LastSuccessfulPass is when (unix seconds) a reconcile pass last
+	// succeeded: it observed the cluster with quorum, and carried out or
+	// correctly deferred the local decision and the writer's step,
+	// without an error (node.Pass says exactly what counts).
+	LastSuccessfulPass prometheus.Gauge
+	// EtcdCallErrors counts the failed attempts of membership calls, by
+	// call (etcdclient.Op) and what the error was classified as
+	// (etcdclient.Classify: done, retry, fatal).
+	EtcdCallErrors *prometheus.CounterVec
+	// Refusals counts refusals to act for safety (a bootstrap without
+	// every node's consent, data of another cluster, ...), by reason
+	// (localmember.Refusal), once as each begins.
+	Refusals *prometheus.CounterVec
 	// ProtectedFileChanges counts changes to managed files made by anyone
 	// but etcdlet, by file and what was done (reverted, restored, allowed).
 	ProtectedFileChanges *prometheus.CounterVec
@@ -40,6 +56,9 @@ type Metrics struct {
 	// ReportWrites counts attempts to write to Kubernetes, by target kind
 	// (lease, pacemakercluster, etcd-resource) and result (kube.Result*).
 	ReportWrites *prometheus.CounterVec
+	// BuildInfo is 1, labelled with the versions (SetBuildInfo).
+	BuildInfo *prometheus.GaugeVec
+
 	// KubernetesRequests counts HTTP requests sent to the API server.
 	KubernetesRequests prometheus.CounterFunc
 
@@ -68,6 +87,9 @@ func New() *Metrics {
 		ReconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "etcdlet_reconcile_duration_seconds", Help: "Duration of reconcile passes.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15)}),
+		LastSuccessfulPass: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdlet_reconcile_last_success_timestamp_seconds",
+			Help: "When (unix seconds) a reconcile pass last observed the cluster with quorum and carried out or correctly deferred its decisions without an error; 0 before the first."}),
 		MembershipChanges: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "etcdlet_membership_changes_total", Help: "Membership calls issued by this agent, by action and outcome (done, retry, fatal)."},
 			[]string{"action", "outcome"}),
@@ -99,6 +121,14 @@ func New() *Metrics {
 			Name: "etcdlet_bootstrap_waiting_for_consent", Help: "1 while this node would bootstrap a new cluster but not every listed node confirms it is fresh."}),
 		LearnersExpired: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "etcdlet_learners_expired_total", Help: "Learners removed by this agent because they were not promoted within agent.learnerTimeout."}),
+		EtcdCallErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdlet_etcd_call_errors_total",
+			Help: "Failed attempts of membership calls to etcd, by op (add-learner, promote, remove, move-leader, disarm-alarm) and outcome the error is classified as (done: already applied, retry, fatal)."},
+			[]string{"op", "outcome"}),
+		Refusals: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdlet_refusals_total",
+			Help: "Refusals to act for safety (bootstrap, another cluster's data or answers, an orphaning list, ...), by reason, counted once as each begins."},
+			[]string{"reason"}),
 	}
 	m.PacemakerPolls = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "etcdlet_pacemaker_polls_total", Help: "Pacemaker polls, by result (known, unknown)."}, []string{"result"})
@@ -133,9 +163,20 @@ func New() *Metrics {
 	r.MustRegister(m.PacemakerPolls, m.PacemakerPollDuration, m.PacemakerKnown, m.PacemakerCondition)
 	r.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.MembershipChanges, m.WriterLockBusy, m.ListReloads,
 		m.DesiredMembers, m.Members, m.HealthyVoters, m.ClusterReachable, m.PlanWaiting, m.LocalDecision, m.DataDirsMoved,
-		m.ForeignAnswers, m.BootstrapWaiting, m.LearnersExpired,
+		m.ForeignAnswers, m.BootstrapWaiting, m.LearnersExpired, m.LastSuccessfulPass, m.EtcdCallErrors, m.Refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
+}
+
+// SetBuildInfo exports etcdlet_build_info: 1, labelled with etcdlet's
+// version, the etcd version it embeds and the Go version it was built
+// with, so that a rolling upgrade can be followed across the agents.
+func (m *Metrics) SetBuildInfo(version string) {
+	m.BuildInfo = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdlet_build_info", Help: "1, labelled with etcdlet's version, the etcd version it embeds and the Go version it was built with."},
+		[]string{"version", "etcd_version", "go_version"})
+	m.BuildInfo.WithLabelValues(version, etcdversion.Version, runtime.Version()).Set(1)
+	m.Registry.MustRegister(m.BuildInfo)
 }
 
 // CountKubernetesRequests exports calls() as etcdlet_kubernetes_requests_total.

@@ -15,8 +15,11 @@ import (
 )
 
 // actLocal carries out the decision about the local member. It returns
-// how soon the next pass should run.
-func (n *Node) actLocal(ctx context.Context, s Snapshot) time.Duration {
+// how soon the next pass should run, and ok: the decision was carried out,
+// or deferred as it should be (a wait, a refusal, a data dir still in
+// use), without an error and without a crash-loop backoff holding the
+// member back.
+func (n *Node) actLocal(ctx context.Context, s Snapshot) (next time.Duration, ok bool) {
 	interval := n.Config.Agent.ReconcileInterval
 	d := s.Decision
 	switch d.Kind {
@@ -24,7 +27,7 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) time.Duration {
 		// Level-triggered: a static pod's manifest is rendered again and
 		// rewritten if it was lost or etcdlet's rendering changed.
 		spec, _ := SpecFor(n.Config, s.Self, d, n.state)
-		n.apply(ctx, spec, false)
+		return interval, n.apply(ctx, spec, false)
 	case localmember.Restart, localmember.Bootstrap, localmember.Join:
 		// After an exit or a failed start (a port taken, a certificate
 		// unreadable), wait out the backoff, whatever is started next. A
@@ -33,7 +36,7 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) time.Duration {
 		if wait := n.restartAfter.Sub(n.Now()); wait > 0 {
 			n.logOnce("backoff", n.restartAfter.String(), slog.LevelInfo, "delaying the start of the local member after failures",
 				"decision", string(d.Kind), "retryIn", wait.Round(time.Millisecond).String())
-			return wait
+			return wait, false
 		}
 		spec, _ := SpecFor(n.Config, s.Self, d, n.state)
 		// Record the intent before acting: a crash right after the start
@@ -47,19 +50,19 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) time.Duration {
 				Token: spec.Token, Started: n.Now().UTC()}
 			if err := n.Store.SavePromise(&state.Promise{List: addrStrings(s.List), At: n.Now().UTC()}); err != nil {
 				n.Log.Error("cannot record the bootstrap promise; not bootstrapping", "error", err)
-				return n.settle()
+				return n.settle(), false
 			}
 		}
 		n.state.InitialCluster, n.state.InitialClusterState = spec.InitialCluster, spec.InitialClusterState
-		n.save()
+		saved := n.save()
 		n.publish(s)
-		n.apply(ctx, spec, true)
+		started := n.apply(ctx, spec, true)
 		n.settling = 0
-		return n.settle()
+		return n.settle(), saved && started
 	case localmember.StopRemoved:
 		if err := n.Runtime.Stop(ctx); err != nil {
 			n.Log.Error("stop removed member", "error", err)
-			return interval
+			return interval, false
 		}
 		return n.moveAside(n.localMemberID(&s), d.Reason)
 	case localmember.MoveAside:
@@ -68,16 +71,17 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) time.Duration {
 		if s.View.Reached {
 			// Waiting to be added: the writer may add this node any moment
 			// (and wakes it when it does); the learner should start soon.
-			return n.settle()
+			return n.settle(), true
 		}
-		return time.Second
+		return time.Second, true
 	}
-	return interval
+	return interval, true
 }
 
-// apply hands the member's spec to the runtime. starting says the member
-// is (re)started now, which is worth a log line; Keep passes are silent.
-func (n *Node) apply(ctx context.Context, spec runtime.Spec, starting bool) {
+// apply hands the member's spec to the runtime, and reports whether the
+// runtime took it. starting says the member is (re)started now, which is
+// worth a log line; Keep passes are silent.
+func (n *Node) apply(ctx context.Context, spec runtime.Spec, starting bool) bool {
 	if starting {
 		n.Log.Info("starting local member", "member", spec.Name, "peerURL", spec.AdvertisePeerURL,
 			"initialClusterState", spec.InitialClusterState, "initialCluster", spec.InitialCluster)
@@ -85,12 +89,13 @@ func (n *Node) apply(ctx context.Context, spec runtime.Spec, starting bool) {
 	if err := n.Runtime.Apply(ctx, spec); err != nil {
 		n.backOff()
 		n.Log.Error("run local member", "member", spec.Name, "error", err, "retryIn", n.restartAfter.Sub(n.Now()).Round(time.Second).String())
-		return
+		return false
 	}
 	n.applied = true
 	if id := n.Runtime.Status().MemberID; id != 0 {
 		n.state.MemberID = membership.IDString(id)
 	}
+	return true
 }
 
 // backOff counts a failed start or an exit of the local member and sets
@@ -103,21 +108,22 @@ func (n *Node) backOff() {
 // moveAside moves the data dir aside (never deleting it) and forgets the
 // local member ID and start parameters, keeping WasMember: a node that was
 // a member never bootstraps a new cluster. It waits while an etcd process
-// still holds the data (a static pod the kubelet is still stopping).
-func (n *Node) moveAside(memberID uint64, reason string) time.Duration {
+// still holds the data (a static pod the kubelet is still stopping). ok
+// is false when the move failed.
+func (n *Node) moveAside(memberID uint64, reason string) (next time.Duration, ok bool) {
 	inUse, err := n.DataDir.InUse()
 	if err != nil {
 		n.Log.Error("move data dir aside", "dataDir", n.Config.Etcd.DataDir, "error", err)
-		return n.Config.Agent.ReconcileInterval
+		return n.Config.Agent.ReconcileInterval, false
 	}
 	if inUse {
 		n.logOnce("local", "in-use", slog.LevelInfo, "waiting for etcd to release the data dir before moving it aside", "dataDir", n.Config.Etcd.DataDir)
-		return n.settle()
+		return n.settle(), true
 	}
 	to, err := n.DataDir.MoveAside(n.Now())
 	if err != nil {
 		n.Log.Error("move data dir aside", "dataDir", n.Config.Etcd.DataDir, "error", err)
-		return n.Config.Agent.ReconcileInterval
+		return n.Config.Agent.ReconcileInterval, false
 	}
 	if to != "" {
 		if n.Metrics != nil {
@@ -136,7 +142,7 @@ func (n *Node) moveAside(memberID uint64, reason string) time.Duration {
 	// them) are no crash loop and must not delay the rejoin.
 	n.exits, n.restartAfter, n.settling = 0, time.Time{}, 0
 	n.seenExits = n.Runtime.Status().Exits
-	return 100 * time.Millisecond
+	return 100 * time.Millisecond, true
 }
 
 // noteMembership records that the local member is part of a cluster with

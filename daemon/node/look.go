@@ -176,22 +176,24 @@ func (n *Node) decide(ctx context.Context, s *Snapshot) localmember.Decision {
 
 // dataProblem says why the data dir may not be used: its identity and
 // the state disagree, or it must be a mount point and is not.
-func (n *Node) dataProblem(s *Snapshot) string {
+func (n *Node) dataProblem(s *Snapshot) localmember.Problem {
 	if known := parseID(n.state.ClusterID); known != 0 && s.DataIdentity.ClusterID != 0 && known != s.DataIdentity.ClusterID {
-		return fmt.Sprintf("the data dir %s belongs to cluster %s, but this node joined cluster %s: not starting and not moving anything; look at both by hand",
-			n.Config.Etcd.DataDir, membership.IDString(s.DataIdentity.ClusterID), membership.IDString(known))
+		return localmember.Problem{Refusal: localmember.RefuseDataMismatch, Reason: fmt.Sprintf("the data dir %s belongs to cluster %s, but this node joined cluster %s: not starting and not moving anything; look at both by hand",
+			n.Config.Etcd.DataDir, membership.IDString(s.DataIdentity.ClusterID), membership.IDString(known))}
 	}
 	if !n.Config.Etcd.DataDirMustBeMount {
-		return ""
+		return localmember.Problem{}
 	}
 	mounted, err := n.DataDir.MountPoint()
 	switch {
 	case err != nil:
-		return fmt.Sprintf("etcd.dataDirMustBeMount: cannot tell whether %s is a mount point: %v", n.Config.Etcd.DataDir, err)
+		return localmember.Problem{Refusal: localmember.RefuseNotMounted,
+			Reason: fmt.Sprintf("etcd.dataDirMustBeMount: cannot tell whether %s is a mount point: %v", n.Config.Etcd.DataDir, err)}
 	case !mounted:
-		return fmt.Sprintf("etcd.dataDirMustBeMount: %s is not a mount point; a disk that failed to mount must not pass for lost data: mount it, or set dataDirMustBeMount false", n.Config.Etcd.DataDir)
+		return localmember.Problem{Refusal: localmember.RefuseNotMounted,
+			Reason: fmt.Sprintf("etcd.dataDirMustBeMount: %s is not a mount point; a disk that failed to mount must not pass for lost data: mount it, or set dataDirMustBeMount false", n.Config.Etcd.DataDir)}
 	}
-	return ""
+	return localmember.Problem{}
 }
 
 // flapping says why the node does not rejoin: it moved its data aside

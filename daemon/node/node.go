@@ -25,6 +25,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
@@ -104,7 +105,7 @@ type Deps struct {
 	OnChange    func(membership.Action, etcdclient.Result)
 	OnMoveAside func(to, reason string)
 	// Policy is the retry policy of membership calls; the agent's default
-	// when zero.
+	// when zero. Its Failed is the node's own (it counts failed attempts).
 	Policy etcdclient.Policy
 	// InOrder makes every look ask one endpoint after the other: the
 	// simulator's deterministic replay (membership.Observer.InOrder).
@@ -132,6 +133,8 @@ type Node struct {
 	restartAfter time.Time         // no restart before this (crash-loop backoff)
 	settling     int               // passes since the last progress, for settle()
 	applied      bool              // the local decision was carried out once (for READY)
+	// refusing are the last pass's refusals to act, for recordRefusals.
+	refusing map[string]localmember.Refusal
 
 	// Published for other goroutines (HTTP handlers, the notifier).
 	mu     sync.Mutex
@@ -153,8 +156,10 @@ func New(d Deps, st state.State) *Node {
 	n := &Node{Deps: d, scheme: identity.SchemeFrom(d.Config), state: st, saved: st.Clone(), logged: map[string]string{}}
 	n.observer = &membership.Observer{Cluster: d.Cluster, Timeout: d.Config.Agent.CallTimeout, Scheme: n.scheme, InOrder: d.InOrder,
 		PeerListening: d.PeerListening}
+	policy := d.Policy
+	policy.Failed = n.callFailed
 	n.writer = &membership.Reconciler{
-		Cluster: d.Cluster, Locker: d.Locker, Observer: n.observer, Log: d.Log, Policy: d.Policy,
+		Cluster: d.Cluster, Locker: d.Locker, Observer: n.observer, Log: d.Log, Policy: policy,
 		Section: d.Config.Agent.LockSection(), LearnerTimeout: d.Config.Agent.LearnerTimeout, Now: d.Now,
 		OnChange: n.changed,
 	}
@@ -175,6 +180,14 @@ func DefaultPolicy(callTimeout time.Duration) etcdclient.Policy {
 func (n *Node) Close() { n.writer.Close() }
 
 // Pass runs one reconcile pass and returns when the next should run.
+//
+// A pass succeeds (etcdlet_reconcile_last_success_timestamp_seconds) when
+// it had a member list and this node's address, observed the cluster with
+// quorum (a linearizable member list), carried out the local decision or
+// deferred it as the decision says (wait, idle, refuse, a data dir still
+// in use; not a crash-loop backoff), let the writer make its change, find
+// none to make or none allowed yet, or defer to the agent holding the
+// writer lock, and saved its state, all without an error.
 func (n *Node) Pass(ctx context.Context) time.Duration {
 	start := n.Now()
 	defer func() {
@@ -193,12 +206,18 @@ func (n *Node) Pass(ctx context.Context) time.Duration {
 		n.save()
 		return n.settle()
 	}
-	requeue := n.actLocal(ctx, snap)
+	requeue, localOK := n.actLocal(ctx, snap)
+	writeOK := false
 	if snap.View.Reached {
-		requeue = min(requeue, n.write(ctx, snap))
+		var next time.Duration
+		next, writeOK = n.write(ctx, snap)
+		requeue = min(requeue, next)
 	}
-	n.save()
+	saved := n.save()
 	n.publish(snap)
+	if m := n.Metrics; m != nil && localOK && writeOK && saved {
+		m.LastSuccessfulPass.Set(float64(n.Now().UnixNano()) / 1e9)
+	}
 	return min(requeue, interval)
 }
 
@@ -247,18 +266,19 @@ func (n *Node) settle() time.Duration {
 // local member): the next passes look fast again.
 func (n *Node) Progress() { n.settling = 0 }
 
-// save writes the state when it changed. A pass saves before it acts on
-// an intent that must survive a crash (a start, a bootstrap, a join) and
-// once at its end.
-func (n *Node) save() {
+// save writes the state when it changed, and reports whether what is on
+// disk is the state now. A pass saves before it acts on an intent that
+// must survive a crash (a start, a bootstrap, a join) and once at its end.
+func (n *Node) save() bool {
 	if n.state.Equal(n.saved) {
-		return
+		return true
 	}
 	if err := n.Store.Save(n.state); err != nil {
 		n.Log.Error("cannot persist agent state", "error", err)
-		return
+		return false
 	}
 	n.saved = n.state.Clone()
+	return true
 }
 
 // logOnce logs a message only when its key differs from the previous key

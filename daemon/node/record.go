@@ -13,6 +13,7 @@ import (
 // member's exits, the membership it now has, the list it applies, and the
 // logs and metrics of all that.
 func (n *Node) record(s Snapshot) {
+	n.recordRefusals(s)
 	if !s.ListOK || !s.Self.IP.IsValid() {
 		n.publish(s)
 		return
@@ -98,6 +99,34 @@ func (n *Node) recordDecision(s Snapshot) {
 		}
 		m.BootstrapWaiting.Set(waiting)
 	}
+}
+
+// recordRefusals counts each refusal to act for safety once, as it
+// begins: the local decision's (localmember.Refusal), one per endpoint
+// found answering for another cluster, and an orphaning list. That a
+// refusal lasts is what etcdlet_local_member_decision and
+// etcdlet_foreign_cluster_answers show.
+func (n *Node) recordRefusals(s Snapshot) {
+	now := map[string]localmember.Refusal{}
+	if r := s.Decision.Refusal; r != "" {
+		// Keyed by the rule alone: the reason's details (which node is
+		// silent) change while the refusal lasts.
+		now["local"] = r
+	}
+	for _, f := range s.View.Foreign {
+		now["foreign "+f.Endpoint+" "+membership.IDString(f.ClusterID)] = localmember.RefuseForeignAnswer
+	}
+	if s.Orphaning != "" {
+		now["orphaning "+fmt.Sprint(s.List)] = localmember.RefuseOrphaningList
+	}
+	if m := n.Metrics; m != nil {
+		for key, r := range now {
+			if n.refusing[key] != r {
+				m.Refusals.WithLabelValues(string(r)).Inc()
+			}
+		}
+	}
+	n.refusing = now
 }
 
 func (n *Node) recordPlan(p membership.Plan) {

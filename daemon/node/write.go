@@ -11,8 +11,10 @@ import (
 )
 
 // write lets the writer make at most one membership change, and returns
-// how soon the next pass should run.
-func (n *Node) write(ctx context.Context, s Snapshot) time.Duration {
+// how soon the next pass should run, and ok: the change was made, there
+// was none to make (or none allowed yet), or another agent held the
+// writer lock; not when the step failed or the call did not go through.
+func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bool) {
 	var stale []uint64
 	if s.Decision.Kind == localmember.DeclareStale {
 		stale = []uint64{s.Decision.StaleID}
@@ -23,21 +25,23 @@ func (n *Node) write(ctx context.Context, s Snapshot) time.Duration {
 	switch {
 	case err != nil:
 		n.Log.Warn("membership step failed", "error", err)
-		return n.settle()
+		return n.settle(), false
 	case res.Busy:
 		if n.Metrics != nil {
 			n.Metrics.WriterLockBusy.Inc()
 		}
-		return n.settle()
+		return n.settle(), true
 	case res.Acted != nil && res.Result.Outcome == etcdclient.Done:
 		// The next step may be ready at once: a handover is followed by
 		// the removal, an add by the promotion.
 		n.settling = 0
-		return 0
-	case res.Acted != nil || waitsFor(res.Plan, membership.WaitLearnerNotStarted):
-		return n.settle()
+		return 0, true
+	case res.Acted != nil:
+		return n.settle(), false
+	case waitsFor(res.Plan, membership.WaitLearnerNotStarted):
+		return n.settle(), true
 	}
-	return interval
+	return interval, true
 }
 
 // changed counts a membership call and wakes the agent of the node the
@@ -58,6 +62,14 @@ func (n *Node) changed(a membership.Action, r etcdclient.Result) {
 	}
 	if ip, ok := identity.IPFromURL(a.PeerURL); ok && ip != n.self.IP {
 		n.Peers.Wake(ip)
+	}
+}
+
+// callFailed counts an attempt of a membership call that returned an
+// error, by what etcdclient.Classify made of it.
+func (n *Node) callFailed(op etcdclient.Op, outcome etcdclient.Outcome) {
+	if m := n.Metrics; m != nil {
+		m.EtcdCallErrors.WithLabelValues(string(op), string(outcome)).Inc()
 	}
 }
 

@@ -1,25 +1,18 @@
-# Sourced by hack/envtest.sh and hack/druid.sh: what building a tool from
-# the Go module proxy through a wrapper module into the cache outside the
-# repository has in common. The caller sets -euo pipefail, defines log and
-# fail, and sets mod_dir to the wrapper module.
+# Sourced by hack/envtest.sh, hack/druid.sh and hack/etcdbrctl.sh: what
+# building a tool from the Go module proxy through a wrapper module into the
+# cache outside the repository has in common. The caller sets -euo
+# pipefail, defines log and fail, sets mod_dir to the wrapper module, and
+# sources lib/cache.sh first.
 
 # cache_bin_dir SUBDIR NAME: the directory the binaries of this wrapper go
 # to, ${ETCDLET_CACHE:-$HOME/.cache/etcdlet}/SUBDIR/NAME-<hash of the
 # wrapper's go.sum>, keyed so that a bump of the wrapper builds afresh. Sets
 # bin_root (the SUBDIR, created, without symlinks) and bin_dir.
 cache_bin_dir() {
-	local cache
-	if [ -z "${ETCDLET_CACHE:-}" ]; then
-		[ -n "${HOME:-}" ] || fail "neither ETCDLET_CACHE nor HOME is set; set ETCDLET_CACHE to a cache directory"
-		cache=$HOME/.cache/etcdlet
-	else
-		cache=$ETCDLET_CACHE
-	fi
 	command -v sha256sum >/dev/null || fail "sha256sum not found (coreutils)"
 	local sum_hash
 	sum_hash=$(sha256sum "$mod_dir/go.sum" | cut -c1-12)
-	mkdir -p "$cache/$1" || fail "cannot create $cache/$1"
-	bin_root=$(cd "$cache/$1" && pwd -P)
+	cache_subdir "$1"
 	bin_dir="$bin_root/$2-$sum_hash"
 }
 
@@ -29,8 +22,7 @@ cache_bin_dir() {
 # half-written file that the executable check would accept.
 begin_build() {
 	command -v go >/dev/null || fail "go not found in PATH; install Go 1.26 from https://go.dev/dl/"
-	tmp=$(mktemp -d "$bin_root/.build.XXXXXX")
-	trap 'rm -rf "$tmp"' EXIT
+	build_dir
 	# GOWORK=off and -mod=readonly: the wrapper must be its own main module
 	# with exactly the versions in its go.sum, whatever the caller's
 	# environment says.

@@ -43,6 +43,11 @@ type Kubelet struct {
 	stop               chan struct{}
 	done               chan struct{}
 
+	// syncMu makes Pause wait for a sync under way, so that nothing is
+	// started after it.
+	syncMu sync.Mutex
+	paused bool
+
 	mu       sync.Mutex
 	cmd      *exec.Cmd
 	exited   chan struct{}
@@ -76,6 +81,23 @@ func (k *Kubelet) PID() int {
 	return k.cmd.Process.Pid
 }
 
+// Pause stops the running etcd and starts nothing until Resume, as an
+// operator stopping the pod (or a runtime that fails to restart it) would:
+// the manifest stays in place.
+func (k *Kubelet) Pause() {
+	k.syncMu.Lock()
+	defer k.syncMu.Unlock()
+	k.paused = true
+	k.kill()
+}
+
+// Resume runs the manifest's etcd again from the next sync on.
+func (k *Kubelet) Resume() {
+	k.syncMu.Lock()
+	defer k.syncMu.Unlock()
+	k.paused = false
+}
+
 // Stop stops watching and stops etcd; idempotent.
 func (k *Kubelet) Stop() {
 	select {
@@ -100,6 +122,11 @@ func (k *Kubelet) loop() {
 }
 
 func (k *Kubelet) sync() {
+	k.syncMu.Lock()
+	defer k.syncMu.Unlock()
+	if k.paused {
+		return
+	}
 	data, err := os.ReadFile(filepath.Join(k.dir, "etcd.yaml"))
 	if errors.Is(err, os.ErrNotExist) {
 		k.kill()
