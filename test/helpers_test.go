@@ -3,6 +3,9 @@ package test
 import (
 	"context"
 	"fmt"
+	"maps"
+	"os/exec"
+	"slices"
 	"testing"
 	"time"
 
@@ -14,6 +17,17 @@ import (
 )
 
 func errorf(format string, args ...any) error { return fmt.Errorf(format, args...) }
+
+// requireTools fails the test when a program is missing, naming the Debian
+// package that has it.
+func requireTools(t *testing.T, programs map[string]string) {
+	t.Helper()
+	for _, prog := range slices.Sorted(maps.Keys(programs)) {
+		if _, err := exec.LookPath(prog); err != nil {
+			t.Fatalf("%s not found in PATH: apt-get install -y --no-install-recommends %s (hack/test-deps.sh installs it)", prog, programs[prog])
+		}
+	}
+}
 
 // memberIDOf returns the member ID of agent n's member (by name).
 func memberIDOf(t *testing.T, c *harness.Cluster, cli *clientv3.Client, n int) uint64 {

@@ -112,9 +112,7 @@ func addNetns(t *testing.T, name string) {
 	if os.Geteuid() != 0 {
 		t.Fatal("this test creates network namespaces and needs root: run `sudo make test`")
 	}
-	if _, err := exec.LookPath("ip"); err != nil {
-		t.Fatal("this test needs iproute2's `ip`: apt-get install -y iproute2")
-	}
+	requireTools(t, map[string]string{"ip": "iproute2"})
 	run(t, "ip", "netns", "add", name)
 	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
 }

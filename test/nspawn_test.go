@@ -143,7 +143,7 @@ func (h *nspawnHost) boot(ns string) {
 	harness.Eventually(t, 30*time.Second, "the container's systemd started", func() error {
 		select {
 		case <-h.exited:
-			t.Fatalf("systemd-nspawn exited: %v\n%s", h.nspawn.ProcessState, tailFile(h.console, 30))
+			t.Fatalf("systemd-nspawn exited: %v\n%s", h.nspawn.ProcessState, harness.Tail(h.console, 30))
 		default:
 		}
 		for _, pid := range childrenOf(h.nspawn.Process.Pid) {
@@ -176,7 +176,7 @@ func (h *nspawnHost) shutdown() {
 	if h.nspawn != nil && h.nspawn.Process != nil {
 		h.powerOff()
 		if t.Failed() {
-			t.Logf("the container's console (last lines):\n%s", tailFile(h.console, 40))
+			t.Logf("the container's console (last lines):\n%s", harness.Tail(h.console, 40))
 		}
 	}
 	for _, cg := range h.cgroups {
@@ -200,7 +200,7 @@ func (h *nspawnHost) powerOff() {
 		return
 	case <-time.After(60 * time.Second):
 	}
-	h.t.Errorf("the container did not power off within 60s; killing it\n%s", tailFile(h.console, 30))
+	h.t.Errorf("the container did not power off within 60s; killing it\n%s", harness.Tail(h.console, 30))
 	_ = syscall.Kill(h.pid1, syscall.SIGKILL) // ends every process of its PID namespace
 	select {
 	case <-h.exited:
@@ -396,16 +396,4 @@ func removeCgroup(dir string) error {
 		}
 	}
 	return nil
-}
-
-func tailFile(path string, lines int) string {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return err.Error()
-	}
-	all := strings.Split(strings.TrimRight(string(b), "\n"), "\n")
-	if len(all) > lines {
-		all = all[len(all)-lines:]
-	}
-	return strings.Join(all, "\n")
 }

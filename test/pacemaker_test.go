@@ -28,9 +28,7 @@ func fixture(t *testing.T, name string) string {
 
 func requireCrmMon(t *testing.T) {
 	t.Helper()
-	if _, err := exec.LookPath("crm_mon"); err != nil {
-		t.Fatal("crm_mon not found; the pacemaker tests run the real tool: apt-get install -y pacemaker-cli-utils")
-	}
+	requireTools(t, map[string]string{"crm_mon": "pacemaker-cli-utils"})
 }
 
 // `etcdlet pacemaker status --cib-file` prints the object etcdlet would

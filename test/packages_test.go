@@ -14,7 +14,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
-	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -127,17 +126,6 @@ func sharedPackages(t *testing.T) packageSet {
 		t.Fatal(shared.err)
 	}
 	return shared.set
-}
-
-// requireTools fails the test when a program is missing, naming the Debian
-// package that has it.
-func requireTools(t *testing.T, programs map[string]string) {
-	t.Helper()
-	for _, prog := range slices.Sorted(maps.Keys(programs)) {
-		if _, err := exec.LookPath(prog); err != nil {
-			t.Fatalf("%s not found in PATH: apt-get install -y --no-install-recommends %s (hack/test-deps.sh installs it)", prog, programs[prog])
-		}
-	}
 }
 
 // manPages is the man page of every command the binary offers (a hidden

@@ -142,9 +142,7 @@ func TestMovesAsideTooOftenStopTheRejoin(t *testing.T) {
 // why. Once the disk is mounted, the member starts.
 func TestADataDirThatMustBeAMountPoint(t *testing.T) {
 	t.Parallel()
-	if _, err := exec.LookPath("mount"); err != nil {
-		t.Fatal("mount not found in PATH: apt-get install -y mount")
-	}
+	requireTools(t, map[string]string{"mount": "mount"})
 	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netMount, EtcdConfig: "  dataDirMustBeMount: true\n"})
 	c.WriteMembers(1)
 	if err := os.MkdirAll(c.DataDir(1), 0o700); err != nil {

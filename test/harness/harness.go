@@ -416,16 +416,25 @@ func freePorts(t TB, ips []string) Ports {
 	return Ports{Client: ports[0], Peer: ports[1], Metrics: ports[2], Agent: ports[3], AgentPeer: ports[4]}
 }
 
-// tail returns the last lines of an agent log, leaving out the embedded
-// etcd server's own lines, which would drown the agent's.
+// Tail returns the last lines of a file, or why it cannot be read.
+func Tail(path string, lines int) string {
+	return tailWhere(path, lines, func(string) bool { return true })
+}
+
+// tail is Tail of an agent's log without the embedded etcd's lines.
 func tail(path string, lines int) string {
+	return tailWhere(path, lines, func(l string) bool { return !strings.Contains(l, `"component":"etcd"`) })
+}
+
+// tailWhere returns the last lines of a file that keep accepts.
+func tailWhere(path string, lines int, keep func(string) bool) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return err.Error()
 	}
 	var all []string
 	for _, l := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
-		if !strings.Contains(l, `"component":"etcd"`) {
+		if keep(l) {
 			all = append(all, l)
 		}
 	}
