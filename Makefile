@@ -31,10 +31,13 @@ test-deps:
 # hack/promtool.sh (Prometheus's promtool, which checks the shipped alert
 # rules: ETCDLET_PROMTOOL) do the same.
 ASSETS := assets="$$(hack/envtest.sh)" && export KUBEBUILDER_ASSETS="$$assets" && druid="$$(hack/druid.sh)" && export ETCDLET_DRUID="$$druid" && s3="$$(hack/versitygw.sh)" && export ETCDLET_VERSITYGW="$$s3" && br="$$(hack/etcdbrctl.sh)" && export ETCDLET_ETCDBRCTL="$$br" && pt="$$(hack/promtool.sh)" && export ETCDLET_PROMTOOL="$$pt"
-# The end-to-end tests also need hack/nfpm.sh (the packager, ETCDLET_NFPM)
-# and hack/debian-root.sh (the pristine Debian host the package install test
-# boots, ETCDLET_DEBIAN_ROOT; debootstrap, as root), cached the same way.
-E2E_ASSETS := $(ASSETS) && nfpm="$$(hack/nfpm.sh)" && export ETCDLET_NFPM="$$nfpm" && debroot="$$(hack/debian-root.sh)" && export ETCDLET_DEBIAN_ROOT="$$debroot"
+# The end-to-end tests also need hack/nfpm.sh (the packager, ETCDLET_NFPM),
+# hack/debian-root.sh (the pristine Debian host the nspawn tests boot,
+# ETCDLET_DEBIAN_ROOT; debootstrap, as root), hack/kube-node.sh (the kubelet
+# and kubeadm, ETCDLET_KUBE_NODE) and hack/containerd-debs.sh (Debian's
+# containerd and runc for the real-kubelet hosts, ETCDLET_CONTAINERD_DEBS),
+# cached the same way.
+E2E_ASSETS := $(ASSETS) && nfpm="$$(hack/nfpm.sh)" && export ETCDLET_NFPM="$$nfpm" && debroot="$$(hack/debian-root.sh)" && export ETCDLET_DEBIAN_ROOT="$$debroot" && kube="$$(hack/kube-node.sh)" && export ETCDLET_KUBE_NODE="$$kube" && ctrd="$$(hack/containerd-debs.sh)" && export ETCDLET_CONTAINERD_DEBS="$$ctrd"
 
 # hack/test.sh runs lint, the unit packages (-race) and the end-to-end
 # tests side by side; every step runs to its end and the summary names

@@ -15,8 +15,8 @@ const (
 	DefaultClientPort        = 2379
 	DefaultPeerPort          = 2380
 	DefaultListenMetricsURL  = "http://127.0.0.1:2381"
-	DefaultDataDir           = "/var/lib/etcd"
-	DefaultStateDir          = "/var/lib/etcdlet"
+	DefaultDataDir           = "/var/lib/etcdlet/etcd"
+	DefaultStateDir          = "/var/lib/etcdlet/agent"
 	DefaultAgentListen       = "127.0.0.1:9479"
 	DefaultReconcileInterval = 5 * time.Second
 	DefaultCallTimeout       = 2 * time.Second

@@ -72,7 +72,7 @@ func TestKubernetesDefaults(t *testing.T) {
 	if p := k.PacemakerCluster; p.RefreshInterval != 30*time.Second || p.StaleAfter != 90*time.Second {
 		t.Errorf("pacemakerCluster defaults: refresh %s, staleAfter %s; want 30s and 90s", p.RefreshInterval, p.StaleAfter)
 	}
-	if got, want := cfg.MembersFile(), "/var/lib/etcdlet/etcd-resource-members"; got != want {
+	if got, want := cfg.MembersFile(), "/var/lib/etcdlet/agent/etcd-resource-members"; got != want {
 		t.Errorf("MembersFile() = %q, want %q (the kept copy of the Etcd's list)", got, want)
 	}
 }

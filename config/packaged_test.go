@@ -2,6 +2,7 @@ package config
 
 import (
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -35,12 +36,13 @@ func TestPackagedDefaultConfig(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("validation of the packaged default configuration:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	// The data dir is one level below the directory the package creates
-	// and the unit makes writable, so that a copy moved aside lands there.
-	wantDataDir := DefaultDataDir + "/data"
-	if cfg.Etcd.Runtime != RuntimeEmbedded || cfg.Etcd.DataDir != wantDataDir || cfg.Agent.StateDir != DefaultStateDir {
-		t.Errorf("the packaged default names runtime %s, data dir %s, state dir %s: want embedded, %s (inside %s, which the package creates) and %s",
-			cfg.Etcd.Runtime, cfg.Etcd.DataDir, cfg.Agent.StateDir, wantDataDir, DefaultDataDir, DefaultStateDir)
+	// The packaged default is the built-in one: data dir and state dir side
+	// by side in /var/lib/etcdlet, the unit's StateDirectory=, so that a
+	// copy moved aside is renamed into a writable directory.
+	if cfg.Etcd.Runtime != RuntimeEmbedded || cfg.Etcd.DataDir != DefaultDataDir || cfg.Agent.StateDir != DefaultStateDir ||
+		filepath.Dir(DefaultDataDir) != "/var/lib/etcdlet" || filepath.Dir(DefaultStateDir) != "/var/lib/etcdlet" {
+		t.Errorf("the packaged default names runtime %s, data dir %s, state dir %s: want embedded, %s and %s, both in /var/lib/etcdlet",
+			cfg.Etcd.Runtime, cfg.Etcd.DataDir, cfg.Agent.StateDir, DefaultDataDir, DefaultStateDir)
 	}
 
 	filled := func(addresses string) string {

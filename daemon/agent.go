@@ -60,7 +60,8 @@ type Agent struct {
 	pacemaker *pacemakerHealth // nil unless pacemaker.enabled
 	report    *reporting       // the kubernetes section; drops Events without it
 	tasks     *opsTasks
-	token     string // the task API's bearer token (TokenFile)
+	certs     *certSide // the certificate expiry metric; member restarts after a renewal
+	token     string    // the task API's bearer token (TokenFile)
 	notifier  *systemd.Notifier
 	health    healthState
 }
@@ -106,7 +107,8 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	}
 	a.node = node.New(node.Deps{
 		Config: cfg, Log: log, Cluster: pool,
-		Locker:  &etcdclient.SessionLocker{Pool: pool, Key: "/etcdlet/" + cfg.Cluster.Name + "/membership-lock", TTL: cfg.Agent.LockTTL, CallTimeout: cfg.Agent.CallTimeout},
+		Locker: &etcdclient.SessionLocker{Pool: pool, Key: etcdclient.WriterLockKey(cfg.Cluster.Name), TTL: cfg.Agent.LockTTL,
+			CallTimeout: cfg.Agent.CallTimeout, Holder: "etcdlet agent"},
 		Runtime: a.runtime, DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: store,
 		Peers: c.peers, List: a.source,
 		Detect: nodeaddr.Detect, Metrics: m,
@@ -119,6 +121,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 		pool.Close()
 		return nil, err
 	}
+	a.certs = a.newCertSide()
 	if cfg.Pacemaker.Enabled {
 		collector, err := pacemaker.NewCollector(cfg.Pacemaker, log.With("component", "pacemaker"))
 		if err != nil {
@@ -173,6 +176,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.report.start(loopCtx, &wg, a.localMember)
 	a.tasks.start(loopCtx, &wg)
+	a.certs.start(loopCtx, &wg)
 	if a.guard != nil {
 		wg.Go(func() {
 			if err := a.guard.Run(loopCtx); err != nil {
@@ -205,6 +209,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.node.Progress()
 		case <-a.wakes:
 			a.node.Progress()
+		case req := <-a.certs.restarts:
+			a.restartMember(ctx, req)
 		case <-timer.C:
 		}
 		next := a.node.Pass(ctx)
@@ -333,14 +339,17 @@ func (a *Agent) wake() {
 // notify tells systemd that the loop is alive, what the agent is doing,
 // and (once) that it is ready: the local member's decision was carried out
 // (its manifest is in place, or the embedded member started), or there is
-// nothing to run yet (not listed, waiting to be added, refusing). The
-// kubelet is ordered after READY=1.
+// nothing to run yet (no member list or node address yet, not listed,
+// waiting to be added, refusing). The kubelet is ordered after READY=1, so
+// READY=1 must never wait on something only the kubelet can provide: the
+// member list is often a ConfigMap volume that the kubelet mounts, and a
+// missing list (decision kind "") is therefore ready after the first pass.
 func (a *Agent) notify() {
 	a.notifier.Watchdog()
 	snap := a.node.Last()
 	status := statusLine(snap)
 	switch snap.Decision.Kind {
-	case localmember.Idle, localmember.Wait, localmember.Refuse:
+	case "", localmember.Idle, localmember.Wait, localmember.Refuse:
 		a.notifier.Ready(status)
 	default:
 		if a.node.Applied() {
@@ -353,7 +362,7 @@ func (a *Agent) notify() {
 // statusLine summarises the agent's state for systemctl status.
 func statusLine(s node.Snapshot) string {
 	if s.Decision.Kind == "" {
-		return "starting: no member list or node address yet"
+		return "ready, nothing to run: no member list or node address yet"
 	}
 	line := "local member: " + string(s.Decision.Kind)
 	if s.Decision.Reason != "" && s.Decision.Kind != localmember.Keep {

@@ -7,11 +7,15 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strconv"
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/manifest"
+	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/node"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
@@ -25,6 +29,8 @@ import (
 type Inspector struct {
 	Node  *node.Node
 	State state.State
+	cfg   *config.Config
+	list  *configList
 	pool  *etcdclient.Pool
 }
 
@@ -34,16 +40,61 @@ func NewInspector(cfg *config.Config, log *slog.Logger) (*Inspector, error) {
 	if err != nil {
 		return nil, err
 	}
+	list := newConfigList(cfg, c.state.AppliedList())
 	n := node.New(node.Deps{
 		Config: cfg, Log: log, Cluster: c.pool, Runtime: probedRuntime{cfg: cfg},
 		DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: readOnlyStore{c.store},
-		Peers: c.peers, List: &configList{cfg: cfg}, Detect: nodeaddr.Detect,
+		Peers: c.peers, List: list, Detect: nodeaddr.Detect,
 	}, c.state)
-	return &Inspector{Node: n, State: c.state, pool: c.pool}, nil
+	return &Inspector{Node: n, State: c.state, cfg: cfg, list: list, pool: c.pool}, nil
 }
 
-// Look takes one snapshot.
-func (i *Inspector) Look(ctx context.Context) node.Snapshot { return i.Node.Look(ctx) }
+// Look takes one snapshot. Without any list in force (none valid now and
+// none applied before) the node's look stops at the list; the cluster is
+// then still observed through this node's own address, so that an
+// operator sees it exactly when the list is broken.
+func (i *Inspector) Look(ctx context.Context) node.Snapshot {
+	s := i.Node.Look(ctx)
+	if !s.ListOK {
+		s.View = i.observeUnlisted(ctx)
+	}
+	return s
+}
+
+func (i *Inspector) observeUnlisted(ctx context.Context) membership.View {
+	scheme := identity.SchemeFrom(i.cfg)
+	var endpoints []string
+	if ip, _, err := node.NodeAddress(i.cfg, nil, i.State, nodeaddr.Detect); err == nil {
+		endpoints = append(endpoints, scheme.For(ip).ClientURL)
+	}
+	pinned, _ := strconv.ParseUint(i.State.ClusterID, 16, 64) // "" before the first join: not pinned
+	observer := membership.Observer{Cluster: i.pool, Timeout: i.cfg.Agent.CallTimeout, Scheme: scheme}
+	return observer.Observe(ctx, membership.Target{Endpoints: endpoints, Pinned: pinned})
+}
+
+// ClientEndpoints are the client URLs an operator command starts from,
+// without asking the cluster: the members' of the list in force and this
+// node's own.
+func (i *Inspector) ClientEndpoints() []string {
+	i.list.Refresh()
+	listed, _ := i.list.Current()
+	addrs := slices.Clone(listed)
+	if ip, _, err := node.NodeAddress(i.cfg, listed, i.State, nodeaddr.Detect); err == nil {
+		addrs = append(addrs, ip)
+	}
+	return membership.Endpoints(identity.SchemeFrom(i.cfg).ForAll(addrs), nil)
+}
+
+// Pool is the inspector's connection pool, with the agent's client TLS.
+func (i *Inspector) Pool() *etcdclient.Pool { return i.pool }
+
+// WriterLocker returns the agents' writer lock, for an operator command
+// that changes membership and must never race an agent's change. holder
+// says who holds it in `etcdlet lock status`.
+func (i *Inspector) WriterLocker(holder string) *etcdclient.SessionLocker {
+	return &etcdclient.SessionLocker{Pool: i.pool, Key: etcdclient.WriterLockKey(i.cfg.Cluster.Name), TTL: i.cfg.Agent.LockTTL,
+		CallTimeout: i.cfg.Agent.CallTimeout, Holder: holder}
+}
 
 // Close releases the connections.
 func (i *Inspector) Close() { i.pool.Close() }
@@ -93,12 +144,18 @@ type readOnlyStore struct{ state.Store }
 func (readOnlyStore) Save(state.State) error           { return nil }
 func (readOnlyStore) SavePromise(*state.Promise) error { return nil }
 
-// configList is the configuration's list, read on every Refresh.
+// configList is the configuration's list, read on every Refresh. Like
+// the agent's list source, it keeps the last list applied in force while
+// the list read is rejected.
 type configList struct {
 	cfg   *config.Config
 	addrs []netip.Addr
 	err   error
 	ok    bool
+}
+
+func newConfigList(cfg *config.Config, applied []netip.Addr) *configList {
+	return &configList{cfg: cfg, addrs: applied, ok: len(applied) > 0}
 }
 
 func (l *configList) Refresh() bool {

@@ -27,14 +27,7 @@ mod_dir="$script_dir/envtest-bins"
 # shellcheck source=lib/wrapper-build.sh
 . "$script_dir/lib/wrapper-build.sh"
 
-# The Kubernetes version comes from the wrapper's go.mod, so the -X version
-# flags below cannot drift from what is actually built.
-k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v[0-9]+\.[0-9]+\.[0-9]+$/ { print $2; exit }
-	$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit }' "$mod_dir/go.mod")
-[[ "$k8s_version" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]] ||
-	fail "cannot read the k8s.io/kubernetes version from $mod_dir/go.mod (got '${k8s_version}')"
-k8s_major=${BASH_REMATCH[1]}
-k8s_minor=${BASH_REMATCH[2]}
+kubernetes_version
 
 cache_bin_dir envtest-bin "k8s-$k8s_version"
 
@@ -46,13 +39,8 @@ fi
 
 begin_build
 
-# Without the -X flags, kube-apiserver reports v0.0.0-master+$Format:%H$.
 # Each binary gets its own -o file: `go build -o dir/ a b` names etcd "server".
-wrapper_build "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "-s -w \
--X k8s.io/component-base/version.gitVersion=$k8s_version \
--X k8s.io/component-base/version.gitMajor=$k8s_major \
--X k8s.io/component-base/version.gitMinor=$k8s_minor \
--X k8s.io/client-go/pkg/version.gitVersion=$k8s_version"
+wrapper_build "$tmp/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver "$k8s_ldflags"
 wrapper_build "$tmp/etcd" go.etcd.io/etcd/server/v3 "-s -w"
 
 # Both binaries must run and say what they are: the etcd binary is also what

@@ -73,12 +73,28 @@ else
   failed+=("hack/nfpm.sh: nfpm could not be built")
 fi
 
-step "the pristine Debian host the package install test boots (hack/debian-root.sh)"
+step "the pristine Debian host the nspawn tests boot (hack/debian-root.sh)"
 # debootstrap from the Debian mirror, once; on failure the install test fails too.
 if debian_root=$(hack/debian-root.sh); then
   export ETCDLET_DEBIAN_ROOT=$debian_root
 else
   failed+=("hack/debian-root.sh: the Debian root could not be built")
+fi
+
+step "the kubelet and kubeadm v1.37.1 for the real-kubelet and kubeadm tests (hack/kube-node.sh)"
+# Built once from the wrapper module that builds kube-apiserver; on failure
+# the tests that run them fail too, each saying so.
+if kube_node=$(hack/kube-node.sh); then
+  export ETCDLET_KUBE_NODE=$kube_node
+else
+  failed+=("hack/kube-node.sh: the kubelet and kubeadm could not be built")
+fi
+
+step "Debian's containerd and runc for the real-kubelet hosts (hack/containerd-debs.sh)"
+if containerd_debs=$(hack/containerd-debs.sh); then
+  export ETCDLET_CONTAINERD_DEBS=$containerd_debs
+else
+  failed+=("hack/containerd-debs.sh: the containerd and runc packages could not be downloaded")
 fi
 
 # run NAME ARGS...: go test in the background, its output prefixed and kept.

@@ -1,11 +1,7 @@
 package pki
 
 import (
-	"crypto"
-	"crypto/ecdsa"
-	"crypto/elliptic"
 	"crypto/rand"
-	"crypto/rsa"
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
@@ -15,19 +11,10 @@ import (
 	"math/big"
 	"net"
 	"net/netip"
+	"net/url"
 	"slices"
 	"strings"
 	"time"
-)
-
-// KeyType is the algorithm of the keys Issue generates.
-type KeyType string
-
-const (
-	// KeyECDSA is ECDSA on P-256, the default.
-	KeyECDSA KeyType = "ecdsa"
-	// KeyRSA is RSA with 2048-bit keys, kubeadm's default.
-	KeyRSA KeyType = "rsa"
 )
 
 // DefaultValidity is kubeadm's validity of the certificates it signs with
@@ -107,6 +94,8 @@ type Issued struct {
 	// Hosts are the names and IPs the certificate must be valid for
 	// (server and peer certificates only).
 	Hosts []string
+	// Replaces is the certificate a renewal replaces; nil from Issue.
+	Replaces *x509.Certificate
 }
 
 // Set is the outcome of Issue.
@@ -125,15 +114,9 @@ func Issue(ca *CA, req Request, profiles []Profile) (*Set, error) {
 	if err := req.check(); err != nil {
 		return nil, err
 	}
-	if req.Now.After(ca.Cert.NotAfter) {
-		return nil, fmt.Errorf("%w: not after %s", ErrCAExpired, ca.Cert.NotAfter.UTC().Format(time.RFC3339))
-	}
-	set := &Set{NotBefore: req.Now.Add(-Backdate), NotAfter: req.Now.Add(req.Validity)}
-	if set.NotBefore.Before(ca.Cert.NotBefore) {
-		set.NotBefore = ca.Cert.NotBefore
-	}
-	if set.NotAfter.After(ca.Cert.NotAfter) {
-		set.NotAfter, set.Clamped = ca.Cert.NotAfter, true
+	set, err := newSet(ca, req.Now, req.Validity)
+	if err != nil {
+		return nil, err
 	}
 	dnsNames, ips := req.sans()
 	hosts := slices.Clone(dnsNames)
@@ -141,10 +124,11 @@ func Issue(ca *CA, req Request, profiles []Profile) (*Set, error) {
 		hosts = append(hosts, ip.String())
 	}
 	for _, p := range profiles {
-		is, err := issueOne(ca, req, p, set.NotBefore, set.NotAfter, dnsNames, ips)
+		is, err := sign(ca, req.identity(p, dnsNames, ips), req.KeyType, set)
 		if err != nil {
 			return nil, fmt.Errorf("issue %s: %w", p.Name, err)
 		}
+		is.Profile = p
 		if p.HostSANs {
 			is.Hosts = hosts
 		}
@@ -152,6 +136,26 @@ func Issue(ca *CA, req Request, profiles []Profile) (*Set, error) {
 			return nil, fmt.Errorf("issued %s does not verify: %w", p.Name, err)
 		}
 		set.Certs = append(set.Certs, is)
+	}
+	return set, nil
+}
+
+// newSet is an empty set with the validity of certificates issued at now:
+// from Backdate before now (not before the CA) for validity, cut to the
+// CA's own expiry.
+func newSet(ca *CA, now time.Time, validity time.Duration) (*Set, error) {
+	if now.After(ca.Cert.NotAfter) {
+		return nil, fmt.Errorf("%w: not after %s", ErrCAExpired, ca.Cert.NotAfter.UTC().Format(time.RFC3339))
+	}
+	if validity <= 0 {
+		return nil, fmt.Errorf("validity %s: must be positive", validity)
+	}
+	set := &Set{NotBefore: now.Add(-Backdate), NotAfter: now.Add(validity)}
+	if set.NotBefore.Before(ca.Cert.NotBefore) {
+		set.NotBefore = ca.Cert.NotBefore
+	}
+	if set.NotAfter.After(ca.Cert.NotAfter) {
+		set.NotAfter, set.Clamped = ca.Cert.NotAfter, true
 	}
 	return set, nil
 }
@@ -173,9 +177,7 @@ func (r Request) check() error {
 	if r.Validity <= 0 {
 		return fmt.Errorf("validity %s: must be positive", r.Validity)
 	}
-	switch r.KeyType {
-	case KeyECDSA, KeyRSA:
-	default:
+	if !r.KeyType.valid() {
 		return fmt.Errorf("key type %q: want %q or %q", r.KeyType, KeyECDSA, KeyRSA)
 	}
 	return nil
@@ -201,8 +203,46 @@ func (r Request) sans() ([]string, []net.IP) {
 	return dnsNames, ips
 }
 
-func issueOne(ca *CA, req Request, p Profile, notBefore, notAfter time.Time, dnsNames []string, ips []net.IP) (Issued, error) {
-	key, keyPEM, err := newKey(req.KeyType)
+// identity is what a certificate says about its holder, besides its key
+// and validity: what Issue derives from a profile and a request, and what
+// Renew carries over from the certificate it replaces.
+type identity struct {
+	subject pkix.Name
+	// rawSubject, when set, is the subject exactly as the replaced
+	// certificate encodes it (attribute order, string types included).
+	rawSubject  []byte
+	dnsNames    []string
+	ips         []net.IP
+	uris        []*url.URL
+	emails      []string
+	keyUsage    x509.KeyUsage
+	extKeyUsage []x509.ExtKeyUsage
+}
+
+// identity is kubeadm's identity for a profile: the CN, the usages, and
+// for server and peer certificates the host SANs.
+func (r Request) identity(p Profile, dnsNames []string, ips []net.IP) identity {
+	usage := x509.KeyUsageDigitalSignature
+	if r.KeyType.isRSA() {
+		// RSA key transport (TLS 1.2 RSA key exchange) encrypts with the
+		// certificate's key; it does not apply to ECDSA keys.
+		usage |= x509.KeyUsageKeyEncipherment
+	}
+	cn := p.CommonName
+	if cn == "" {
+		cn = r.NodeName
+	}
+	id := identity{subject: pkix.Name{CommonName: cn}, keyUsage: usage, extKeyUsage: slices.Clone(p.Usages)}
+	if p.HostSANs {
+		id.dnsNames, id.ips = dnsNames, ips
+	}
+	return id
+}
+
+// sign generates a key of keyType and signs a certificate for it with the
+// CA, for id and the set's validity. The caller sets Profile and Hosts.
+func sign(ca *CA, id identity, keyType KeyType, set *Set) (Issued, error) {
+	key, keyPEM, err := newKey(keyType)
 	if err != nil {
 		return Issued{}, err
 	}
@@ -210,29 +250,20 @@ func issueOne(ca *CA, req Request, p Profile, notBefore, notAfter time.Time, dns
 	if err != nil {
 		return Issued{}, err
 	}
-	usage := x509.KeyUsageDigitalSignature
-	if req.KeyType == KeyRSA {
-		// RSA key transport (TLS 1.2 RSA key exchange) encrypts with the
-		// certificate's key; it does not apply to ECDSA keys.
-		usage |= x509.KeyUsageKeyEncipherment
-	}
-	cn := p.CommonName
-	if cn == "" {
-		cn = req.NodeName
-	}
 	tmpl := &x509.Certificate{
 		SerialNumber:          serial.Add(serial, big.NewInt(1)),
-		Subject:               pkix.Name{CommonName: cn},
-		NotBefore:             notBefore,
-		NotAfter:              notAfter,
-		KeyUsage:              usage,
-		ExtKeyUsage:           slices.Clone(p.Usages),
+		Subject:               id.subject,
+		RawSubject:            id.rawSubject,
+		NotBefore:             set.NotBefore,
+		NotAfter:              set.NotAfter,
+		KeyUsage:              id.keyUsage,
+		ExtKeyUsage:           slices.Clone(id.extKeyUsage),
 		BasicConstraintsValid: true,
 		IsCA:                  false,
-	}
-	if p.HostSANs {
-		tmpl.DNSNames = dnsNames
-		tmpl.IPAddresses = ips
+		DNSNames:              id.dnsNames,
+		IPAddresses:           id.ips,
+		URIs:                  id.uris,
+		EmailAddresses:        id.emails,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
@@ -243,35 +274,10 @@ func issueOne(ca *CA, req Request, p Profile, notBefore, notAfter time.Time, dns
 		return Issued{}, err
 	}
 	return Issued{
-		Profile: p,
 		Cert:    cert,
 		CertPEM: pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}),
 		KeyPEM:  keyPEM,
 	}, nil
-}
-
-// newKey generates a key and its PEM encoding: SEC 1 for ECDSA and
-// PKCS #1 for RSA, the encodings kubeadm writes.
-func newKey(t KeyType) (crypto.Signer, []byte, error) {
-	switch t {
-	case KeyECDSA:
-		k, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-		if err != nil {
-			return nil, nil, err
-		}
-		der, err := x509.MarshalECPrivateKey(k)
-		if err != nil {
-			return nil, nil, err
-		}
-		return k, pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: der}), nil
-	case KeyRSA:
-		k, err := rsa.GenerateKey(rand.Reader, 2048)
-		if err != nil {
-			return nil, nil, err
-		}
-		return k, pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(k)}), nil
-	}
-	return nil, nil, fmt.Errorf("key type %q: want %q or %q", t, KeyECDSA, KeyRSA)
 }
 
 // Verify checks an issued certificate as its users will: the PEM
@@ -291,7 +297,13 @@ func Verify(ca *CA, is Issued, now time.Time) error {
 	}
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.Cert)
-	for _, u := range is.Profile.Usages {
+	usages := is.Profile.Usages
+	if len(usages) == 0 {
+		// A renewed certificate without extended key usages: the chain
+		// is checked all the same.
+		usages = []x509.ExtKeyUsage{x509.ExtKeyUsageAny}
+	}
+	for _, u := range usages {
 		opts := x509.VerifyOptions{Roots: roots, CurrentTime: now, KeyUsages: []x509.ExtKeyUsage{u}}
 		if _, err := cert.Verify(opts); err != nil {
 			return fmt.Errorf("verify for %s against the CA: %w", UsageName(u), err)
@@ -318,6 +330,8 @@ func UsageName(u x509.ExtKeyUsage) string {
 		return "server auth"
 	case x509.ExtKeyUsageClientAuth:
 		return "client auth"
+	case x509.ExtKeyUsageAny:
+		return "any"
 	}
 	return fmt.Sprintf("usage %d", u)
 }

@@ -112,14 +112,17 @@ type WriteOptions struct {
 //     its mode, and fsynced; BeforeRename checks what was written;
 //  4. with Force, each existing file is kept as <name>.<timestamp>.bak (a
 //     hard link, or a copy where links are not supported), so its name
-//     never disappears;
-//  5. the temporary files are renamed into place (a new path is linked,
-//     which fails rather than replaces a file that appeared meanwhile),
-//     and the directories are fsynced.
+//     never disappears, and the directories are fsynced;
+//  5. the temporary files are renamed into place in the order given (a
+//     new path is linked, which fails rather than replaces a file that
+//     appeared meanwhile), the directory fsynced after each one.
 //
 // A failure before step 5 leaves every path as it was, and removes the
 // temporary files and the backups it made. A failure during step 5 (which
 // takes only renames) returns a *PartialError saying which paths are new.
+// Because each rename is durable before the next starts, what a crash
+// (of the process or the machine) leaves is a prefix of that order: every
+// file up to some point new, every later one old, the backups complete.
 func Write(files []File, opts WriteOptions) (*Report, error) {
 	if opts.Now.IsZero() {
 		opts.Now = time.Now()
@@ -203,6 +206,13 @@ func Write(files []File, opts WriteOptions) (*Report, error) {
 		}
 		rep.MovedAside = append(rep.MovedAside, Moved{From: f.Path, To: bak})
 	}
+	if len(rep.MovedAside) > 0 {
+		for _, d := range dirs {
+			if err := atomicfile.SyncDir(d); err != nil {
+				return nil, fmt.Errorf("sync directory %s after keeping the old files aside: %w; nothing was replaced", d, err)
+			}
+		}
+	}
 	for _, f := range files {
 		var err error
 		if existed[f.Path] {
@@ -215,10 +225,9 @@ func Write(files []File, opts WriteOptions) (*Report, error) {
 		}
 		delete(temps, f.Path)
 		rep.Written = append(rep.Written, f.Path)
-	}
-	for _, d := range dirs {
-		if err := atomicfile.SyncDir(d); err != nil {
-			return rep, fmt.Errorf("files installed, but syncing directory %s failed: %w", d, err)
+		if err := atomicfile.SyncDir(filepath.Dir(f.Path)); err != nil {
+			return rep, fmt.Errorf("%s installed, but syncing its directory failed; not installed: [%s]: %w",
+				f.Path, strings.Join(pending(files, rep.Written, ""), ", "), err)
 		}
 	}
 	return rep, nil

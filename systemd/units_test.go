@@ -39,6 +39,14 @@ func TestUnitsVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	write(t, filepath.Join(dir, "kubelet.service.d", "10-etcdlet.conf"), string(dropIn))
+	// The standalone kubelet's drop-in (shipped as an example) must verify
+	// too, layered as the operator installs it.
+	standalone, err := os.ReadFile(filepath.Join("kubelet-standalone", "20-etcdlet-standalone.conf"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	write(t, filepath.Join(dir, "kubelet.service.d", "20-etcdlet-standalone.conf"),
+		strings.Replace(string(standalone), "ExecStart=/usr/bin/kubelet", "ExecStart="+self, 1))
 
 	cmd := exec.Command(analyze, "verify", filepath.Join(dir, "etcdlet.service"), filepath.Join(dir, "kubelet.service"))
 	out, err := cmd.CombinedOutput()
@@ -59,7 +67,8 @@ func TestUnitsVerify(t *testing.T) {
 			t.Errorf("kubelet drop-in lacks %s", want)
 		}
 	}
-	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "Before=kubelet.service", "ReadWritePaths=-/etc/kubernetes/manifests -/var/lib/etcd -/var/lib/etcdlet"} {
+	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "Before=kubelet.service",
+		"StateDirectory=etcdlet", "StateDirectoryMode=0700", "ReadWritePaths=-/etc/kubernetes/manifests -/var/lib/etcd"} {
 		if !strings.Contains(string(unit), want) {
 			t.Errorf("etcdlet.service lacks %s", want)
 		}

@@ -145,7 +145,7 @@ func TestPackageInstallUnderSystemd(t *testing.T) {
 
 	// A one-member cluster on the host's own loopback, embedded runtime.
 	config := "# edited by the operator\ncluster:\n  name: etcd-main\nmembers:\n  source: static\n  addresses: [127.0.0.1]\n" +
-		"node:\n  address: 127.0.0.1\netcd:\n  runtime: embedded\n  dataDir: /var/lib/etcd/data\nagent:\n  stateDir: /var/lib/etcdlet\n"
+		"node:\n  address: 127.0.0.1\netcd:\n  runtime: embedded\n"
 	h.write(packagedConfig, config, 0o600)
 	if out := h.must("etcdlet", "validate"); !strings.Contains(out, "valid; cluster etcd-main, 1 listed members, runtime embedded") {
 		t.Errorf("etcdlet validate of the one-member configuration: %s", out)
@@ -272,11 +272,11 @@ func checkInstalledFiles(t *testing.T, h *nspawnHost) {
 // state dir its state, after what.
 func checkDataKept(t *testing.T, h *nspawnHost, what string) {
 	t.Helper()
-	if wals, _ := filepath.Glob(h.file("/var/lib/etcd/data/member/wal/*.wal")); len(wals) == 0 {
-		t.Errorf("after %s /var/lib/etcd/data holds no WAL: etcd's data is gone", what)
+	if wals, _ := filepath.Glob(h.file("/var/lib/etcdlet/etcd/member/wal/*.wal")); len(wals) == 0 {
+		t.Errorf("after %s /var/lib/etcdlet/etcd holds no WAL: etcd's data is gone", what)
 	}
-	if entries, err := os.ReadDir(h.file("/var/lib/etcdlet")); err != nil || len(entries) == 0 {
-		t.Errorf("after %s /var/lib/etcdlet is gone or empty (%v)", what, err)
+	if entries, err := os.ReadDir(h.file("/var/lib/etcdlet/agent")); err != nil || len(entries) == 0 {
+		t.Errorf("after %s /var/lib/etcdlet/agent is gone or empty (%v)", what, err)
 	}
 }
 

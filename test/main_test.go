@@ -79,6 +79,12 @@ const (
 	netRollingRestart
 	netMetrics
 	netReadyz
+	netStatusExit
+	netMemberCommands
+	netLockCommands
+	netEtcdctl
+	netCertsKubeadm
+	netReadyNoList
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -26,28 +26,21 @@ type notification struct {
 // every half of it, so a slow machine has half of it to spare.
 const watchdogSec = 6 * time.Second
 
-// An agent run by "systemd" (a fake NOTIFY_SOCKET and WATCHDOG_USEC) says
-// READY=1 only once its manifest is in place, keeps the watchdog fed,
-// reports what it does in STATUS=, and says STOPPING=1 on SIGTERM.
-func TestSystemdNotifications(t *testing.T) {
-	t.Parallel()
-	etcd := harness.EtcdBinary(t)
-	socket := filepath.Join(t.TempDir(), "notify.sock")
+// fakeSystemd records the sd_notify datagrams an agent sends to socket,
+// each with whether manifest existed when it came.
+type fakeSystemd struct {
+	mu   sync.Mutex
+	seen []notification
+}
+
+func listenNotify(t *testing.T, socket, manifest string) *fakeSystemd {
+	t.Helper()
 	conn, err := net.ListenUnixgram("unixgram", &net.UnixAddr{Name: socket, Net: "unixgram"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer conn.Close()
-	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netNotify, StaticPod: etcd,
-		Env: func(int) []string {
-			return []string{"NOTIFY_SOCKET=" + socket, fmt.Sprintf("WATCHDOG_USEC=%d", watchdogSec.Microseconds())}
-		}})
-	manifest := manifestPath(c, 1)
-
-	var (
-		mu   sync.Mutex
-		seen []notification
-	)
+	t.Cleanup(func() { conn.Close() })
+	f := &fakeSystemd{}
 	go func() {
 		buf := make([]byte, 4096)
 		for {
@@ -56,31 +49,60 @@ func TestSystemdNotifications(t *testing.T) {
 				return
 			}
 			_, statErr := os.Stat(manifest)
-			mu.Lock()
-			seen = append(seen, notification{time.Now(), string(buf[:n]), statErr == nil})
-			mu.Unlock()
+			f.mu.Lock()
+			f.seen = append(f.seen, notification{time.Now(), string(buf[:n]), statErr == nil})
+			f.mu.Unlock()
 		}
 	}()
-	has := func(prefix string) (notification, bool) {
-		mu.Lock()
-		defer mu.Unlock()
-		for _, n := range seen {
-			if strings.HasPrefix(n.text, prefix) {
-				return n, true
-			}
-		}
-		return notification{}, false
-	}
+	return f
+}
 
-	c.WriteMembers(1)
-	c.Start(1)
-	harness.Eventually(t, convergeTimeout, "READY=1", func() error {
-		if _, ok := has("READY=1"); !ok {
+// has returns the first notification that starts with prefix.
+func (f *fakeSystemd) has(prefix string) (notification, bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, n := range f.seen {
+		if strings.HasPrefix(n.text, prefix) {
+			return n, true
+		}
+	}
+	return notification{}, false
+}
+
+// waitFor waits for a notification that starts with prefix.
+func (f *fakeSystemd) waitFor(t *testing.T, timeout time.Duration, prefix string) notification {
+	t.Helper()
+	harness.Eventually(t, timeout, prefix, func() error {
+		if _, ok := f.has(prefix); !ok {
 			return errorf("not yet")
 		}
 		return nil
 	})
-	ready, _ := has("READY=1")
+	n, _ := f.has(prefix)
+	return n
+}
+
+// notifyEnv is the environment systemd gives a Type=notify unit with
+// WatchdogSec=watchdogSec.
+func notifyEnv(socket string) func(int) []string {
+	return func(int) []string {
+		return []string{"NOTIFY_SOCKET=" + socket, fmt.Sprintf("WATCHDOG_USEC=%d", watchdogSec.Microseconds())}
+	}
+}
+
+// An agent run by "systemd" (a fake NOTIFY_SOCKET and WATCHDOG_USEC) says
+// READY=1 only once its manifest is in place, keeps the watchdog fed,
+// reports what it does in STATUS=, and says STOPPING=1 on SIGTERM.
+func TestSystemdNotifications(t *testing.T) {
+	t.Parallel()
+	etcd := harness.EtcdBinary(t)
+	socket := filepath.Join(t.TempDir(), "notify.sock")
+	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netNotify, StaticPod: etcd, Env: notifyEnv(socket)})
+	f := listenNotify(t, socket, manifestPath(c, 1))
+
+	c.WriteMembers(1)
+	c.Start(1)
+	ready := f.waitFor(t, convergeTimeout, "READY=1")
 	if !ready.manifestThere {
 		t.Error("READY=1 came before the manifest was in place")
 	}
@@ -90,10 +112,10 @@ func TestSystemdNotifications(t *testing.T) {
 	// Watch four pings: no gap may reach WatchdogSec.
 	var pings []time.Time
 	harness.Eventually(t, 10*watchdogSec, "four watchdog pings", func() error {
-		mu.Lock()
-		defer mu.Unlock()
+		f.mu.Lock()
+		defer f.mu.Unlock()
 		pings = pings[:0]
-		for _, n := range seen {
+		for _, n := range f.seen {
 			if n.text == "WATCHDOG=1" && n.at.After(ready.at) {
 				pings = append(pings, n.at)
 			}
@@ -110,10 +132,35 @@ func TestSystemdNotifications(t *testing.T) {
 	}
 
 	c.Agent(1).Signal(syscall.SIGTERM)
-	harness.Eventually(t, 30*time.Second, "STOPPING=1", func() error {
-		if _, ok := has("STOPPING=1"); !ok {
-			return errorf("not yet")
-		}
-		return nil
-	})
+	f.waitFor(t, 30*time.Second, "STOPPING=1")
+}
+
+// READY=1 never waits on something only the kubelet provides: the member
+// list is often a ConfigMap volume the kubelet mounts, and the kubelet is
+// ordered after etcdlet's READY=1. Without a list the agent is ready after
+// its first pass (nothing to do yet) and says why in STATUS=; a list that
+// appears later is acted on as usual.
+func TestReadyWithoutAMemberList(t *testing.T) {
+	t.Parallel()
+	etcd := harness.EtcdBinary(t)
+	socket := filepath.Join(t.TempDir(), "notify.sock")
+	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netReadyNoList, StaticPod: etcd, Env: notifyEnv(socket)})
+	f := listenNotify(t, socket, manifestPath(c, 1))
+
+	c.Start(1) // no members file yet
+	ready := f.waitFor(t, convergeTimeout, "READY=1")
+	if !strings.Contains(ready.text, "STATUS=ready, nothing to run: no member list") {
+		t.Errorf("READY=1 without a list should say why there is nothing to do: %q", ready.text)
+	}
+	if ready.manifestThere {
+		t.Error("a manifest was written without a member list")
+	}
+
+	// The list arrives (the kubelet mounted its volume): the member starts.
+	c.WriteMembers(1)
+	cli := c.ClientOf(1)
+	c.Wait(cli, convergeTimeout, 1)
+	if _, err := os.Stat(manifestPath(c, 1)); err != nil {
+		t.Errorf("the member runs but its manifest is not in place: %v", err)
+	}
 }

@@ -18,6 +18,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -102,19 +104,35 @@ func (h *nspawnHost) chroot(argv ...string) (string, error) {
 	return runTimeout(2*time.Minute, append([]string{"chroot", h.root, "env", "-i", hostPath, "DEBIAN_FRONTEND=noninteractive"}, argv...)...)
 }
 
-// boot starts systemd-nspawn on the host in the network namespace ns, in a
-// cgroup of its own (two containers started from the same cgroup would
-// share nspawn's "payload" cgroup), and waits until systemd says the system
-// is running. The container is powered off when the test ends.
-func (h *nspawnHost) boot(ns string) {
+// hostSeq numbers the hosts of a test run: their machine and cgroup names
+// must differ, also between tests running in parallel.
+var hostSeq atomic.Int64
+
+// boot starts systemd-nspawn on the host in the network namespace ns and
+// waits until systemd says the system is running (start, then
+// waitBooted). The container is powered off when the test ends.
+func (h *nspawnHost) boot(ns string, extra ...string) {
+	h.t.Helper()
+	h.start(ns, extra...)
+	h.waitBooted()
+}
+
+// start starts systemd-nspawn on the host in the network namespace ns, in
+// cgroups of its own in every hierarchy (two containers started from the
+// same cgroup would share nspawn's "payload" cgroup, and a kubelet inside
+// would create its pods' cgroups at this process's), without waiting for
+// the boot: hosts started one after the other boot side by side. extra are
+// more systemd-nspawn options (capabilities, system call filters, bind
+// mounts). The container is powered off when the test ends.
+func (h *nspawnHost) start(ns string, extra ...string) {
 	t := h.t
 	t.Helper()
-	name := fmt.Sprintf("etcdlet-pkg-%d", os.Getpid())
+	name := fmt.Sprintf("etcdlet-%d-%d", os.Getpid(), hostSeq.Add(1))
 	t.Cleanup(h.shutdown)
 	var procs []string
 	for _, parent := range cgroupParents(t) {
 		dir := filepath.Join(parent, name)
-		if err := os.Mkdir(dir, 0o755); err != nil {
+		if err := makeCgroup(parent, dir); err != nil {
 			t.Fatalf("create the container's cgroup: %v", err)
 		}
 		h.cgroups = append(h.cgroups, dir)
@@ -129,16 +147,23 @@ func (h *nspawnHost) boot(ns string) {
 	// (same PID). --register=no --keep-unit: nspawn neither registers the
 	// machine nor asks for a scope unit, which needs no system bus (this
 	// machine may have no systemd).
-	h.nspawn = exec.Command("sh", "-c", `for f in $CGROUP_PROCS; do echo $$ > "$f" || exit 1; done; exec "$@"`, "sh",
-		"systemd-nspawn", "-D", h.root, "--machine="+name, "--register=no", "--keep-unit", "--boot",
-		"--console=pipe", "-q", "--network-namespace-path=/run/netns/"+ns)
+	args := append([]string{"sh", "-c", `for f in $CGROUP_PROCS; do echo $$ > "$f" || exit 1; done; exec "$@"`, "sh",
+		"systemd-nspawn", "-D", h.root, "--machine=" + name, "--register=no", "--keep-unit", "--boot",
+		"--console=pipe", "-q", "--network-namespace-path=/run/netns/" + ns}, extra...)
+	h.nspawn = exec.Command(args[0], args[1:]...)
 	h.nspawn.Env = []string{"PATH=" + os.Getenv("PATH"), "CGROUP_PROCS=" + strings.Join(procs, " ")}
 	h.nspawn.Stdout, h.nspawn.Stderr = console, console
 	if err := h.nspawn.Start(); err != nil {
 		t.Fatalf("systemd-nspawn: %v", err)
 	}
 	go func() { _ = h.nspawn.Wait(); close(h.exited) }()
+}
 
+// waitBooted waits until the host that start started runs systemd and
+// systemd says the system is running.
+func (h *nspawnHost) waitBooted() {
+	t := h.t
+	t.Helper()
 	// PID 1 of the container is systemd-nspawn's child running systemd.
 	harness.Eventually(t, 30*time.Second, "the container's systemd started", func() error {
 		select {
@@ -187,8 +212,14 @@ func (h *nspawnHost) shutdown() {
 }
 
 // powerOff stops the container: systemctl poweroff inside, and after a
-// minute SIGKILL. Without a PID 1 found there is nothing to power off.
+// minute SIGKILL. Without a PID 1 found there is nothing to power off. It
+// may run beside the test's goroutine and be called again.
 func (h *nspawnHost) powerOff() {
+	select {
+	case <-h.exited:
+		return
+	default:
+	}
 	if h.pid1 == 0 {
 		_ = h.nspawn.Process.Kill()
 		<-h.exited
@@ -210,11 +241,31 @@ func (h *nspawnHost) powerOff() {
 	}
 }
 
+// powerOffAll powers the hosts off side by side.
+func powerOffAll(hosts ...*nspawnHost) {
+	var wg sync.WaitGroup
+	for _, h := range hosts {
+		wg.Add(1)
+		go func() { defer wg.Done(); h.powerOff() }()
+	}
+	wg.Wait()
+}
+
 // exec runs a command inside the booted host (all its namespaces) and
 // returns its standard output; the error carries standard error.
 func (h *nspawnHost) exec(argv ...string) (string, error) {
 	return runTimeout(3*time.Minute, append([]string{"nsenter", "-t", strconv.Itoa(h.pid1), "-a",
 		"env", "-i", hostPath, "DEBIAN_FRONTEND=noninteractive"}, argv...)...)
+}
+
+// combined runs a command inside the booted host and returns its standard
+// output and error interleaved, as a terminal shows them.
+func (h *nspawnHost) combined(argv ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	args := append([]string{"-t", strconv.Itoa(h.pid1), "-a", "env", "-i", hostPath}, argv...)
+	out, err := exec.CommandContext(ctx, "nsenter", args...).CombinedOutput()
+	return string(out), err
 }
 
 func (h *nspawnHost) must(argv ...string) string {
@@ -321,12 +372,12 @@ func childrenOf(pid int) []int {
 	return children
 }
 
-// cgroupParents returns this process's cgroup directories in the
-// hierarchies systemd in a container manages: cgroup v2 and, on a hybrid
-// setup, v1's name=systemd.
+// cgroupParents returns this process's cgroup directory in every
+// hierarchy: cgroup v2 and each v1 hierarchy (a controller, or v1's
+// name=systemd on a hybrid setup).
 func cgroupParents(t *testing.T) []string {
 	t.Helper()
-	mounts := map[string]string{} // "v2" or "name=systemd" -> mount point
+	mounts := map[string]string{} // "v2", "name=systemd" or a v1 controller list -> mount point
 	mountinfo, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		t.Fatal(err)
@@ -340,11 +391,19 @@ func cgroupParents(t *testing.T) []string {
 		if len(pf) < 5 || len(qf) < 3 {
 			continue
 		}
-		switch {
-		case qf[0] == "cgroup2":
+		switch qf[0] {
+		case "cgroup2":
 			mounts["v2"] = pf[4]
-		case qf[0] == "cgroup" && slices.Contains(strings.Split(qf[2], ","), "name=systemd"):
-			mounts["name=systemd"] = pf[4]
+		case "cgroup":
+			// The super options name the hierarchy as /proc/self/cgroup does.
+			var names []string
+			for _, opt := range strings.Split(qf[2], ",") {
+				if !slices.Contains([]string{"rw", "ro", "xattr", "clone_children", "noprefix", "nsdelay", "cpuset_v2_mode"}, opt) &&
+					!strings.HasPrefix(opt, "release_agent=") {
+					names = append(names, opt)
+				}
+			}
+			mounts[strings.Join(names, ",")] = pf[4]
 		}
 	}
 	self, err := os.ReadFile("/proc/self/cgroup")
@@ -366,9 +425,38 @@ func cgroupParents(t *testing.T) []string {
 		}
 	}
 	if len(dirs) == 0 {
-		t.Fatalf("no cgroup v2 or name=systemd hierarchy found in /proc/self/mountinfo and /proc/self/cgroup: systemd-nspawn needs one")
+		t.Fatalf("no cgroup hierarchy found in /proc/self/mountinfo and /proc/self/cgroup: systemd-nspawn needs one")
 	}
 	return dirs
+}
+
+// makeCgroup creates the cgroup dir below parent. A v1 cpuset cgroup
+// starts with no CPUs and no memory nodes, and no process can join it
+// until it gets its parent's.
+func makeCgroup(parent, dir string) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return err
+	}
+	for _, f := range []string{"cpuset.cpus", "cpuset.mems"} {
+		own, err := os.ReadFile(filepath.Join(dir, f))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil // not a cpuset hierarchy
+		}
+		if err != nil {
+			return err
+		}
+		if strings.TrimSpace(string(own)) != "" {
+			continue // cgroup v2: inherited
+		}
+		v, err := os.ReadFile(filepath.Join(parent, f))
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), v, 0o644); err != nil {
+			return fmt.Errorf("%s: %w", f, err)
+		}
+	}
+	return nil
 }
 
 // removeCgroup removes a cgroup and the ones below it, deepest first,

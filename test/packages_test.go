@@ -57,6 +57,8 @@ var packagedFiles = []packagedFile{
 	{"/usr/bin/etcdlet", "-rwxr-xr-x"},
 	{"/usr/lib/systemd/system/etcdlet.service", "-rw-r--r--"},
 	{"/usr/lib/systemd/system/kubelet.service.d/10-etcdlet.conf", "-rw-r--r--"},
+	{"/usr/share/etcdlet/kubelet-standalone/20-etcdlet-standalone.conf", "-rw-r--r--"},
+	{"/usr/share/etcdlet/kubelet-standalone/kubelet-standalone.yaml", "-rw-r--r--"},
 	{"/etc/etcdlet", "drwxr-xr-x"},
 	{"/etc/etcdlet/config.yaml", "-rw-------"},
 	{"/var/lib/etcdlet", "drwx------"},

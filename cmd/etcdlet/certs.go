@@ -17,12 +17,22 @@ import (
 func newCertsCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "certs",
-		Short: "Issue etcd member certificates from an etcd CA (kubeadm layout)",
-		Long: `Certificate helpers for operators without a PKI of their own. See
+		Short: "Issue, check and renew etcd member certificates from an etcd CA (kubeadm layout)",
+		Long: `Certificate helpers for the files etcdlet, etcd and kube-apiserver use:
+
+  issue   create a member's certificates from an etcd CA (no PKI of your own)
+  check   when each certificate etcdlet's configuration names expires, and
+          whether it verifies against its CA (also the agent's metric
+          etcdlet_certificate_expiry_timestamp_seconds)
+  renew   renew a member's certificates in kubeadm's layout from the etcd
+          CA, then restart the member, one node at a time
+
+With etcd.external, 'kubeadm certs renew' renews none of the etcd
+certificates: they expire a year after they were made. See
 docs/certificates.md.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newCertsIssueCommand())
+	cmd.AddCommand(newCertsIssueCommand(), newCertsCheckCommand(), newCertsRenewCommand())
 	return cmd
 }
 
@@ -92,10 +102,9 @@ silently. With --force, each existing file is kept as
 never deleted, and the new file takes its name atomically. Every file is
 written to a temporary file in its directory, fsynced, and renamed.
 
-Renewal: run again with --force before the certificates expire. etcd reads
-its certificate files again on every new TLS connection, so new
-connections use the new certificates without a restart (the CA file is read
-only at start). See docs/certificates.md.
+Renewal: 'etcdlet certs renew' renews them with the same names and
+usages and restarts the member; 'certs issue --force' makes them anew (to
+change the names or addresses). See docs/certificates.md.
 
 Then it prints each file written (path, subject, SANs, expiry) and the TLS
 part of etcdlet's configuration for these paths.`,
@@ -109,8 +118,8 @@ part of etcdlet's configuration for these paths.`,
   # A dual-stack member with a second address, and an explicit node name:
   etcdlet certs issue --address 10.0.0.10,fd00:10::10 --name cp-0
 
-  # Renew before expiry, keeping the old files as *.bak:
-  etcdlet certs issue --address 10.0.0.10 --force`,
+  # Issue anew with another address, keeping the old files as *.bak:
+  etcdlet certs issue --address 10.0.0.10,10.0.1.10 --force`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runCertsIssue(cmd.OutOrStdout(), cmd.ErrOrStderr(), o, time.Now())
@@ -157,42 +166,13 @@ func runCertsIssue(stdout, stderr io.Writer, o certsIssueOptions, now time.Time)
 	if o.validity <= 0 {
 		return fmt.Errorf("--validity %s: must be positive", o.validity)
 	}
-	abs := func(flag, p string) (string, error) {
-		if p == "" {
-			return "", fmt.Errorf("%s is empty", flag)
-		}
-		a, err := filepath.Abs(p)
-		if err != nil {
-			return "", fmt.Errorf("%s: %w", flag, err)
-		}
-		return a, nil
-	}
-	var caCert, caKey, outDir string
-	if caCert, err = abs("--ca-cert", o.caCert); err != nil {
+	paths, err := resolvePKIPaths(o.caCert, o.caKey, o.outDir, o.apiserverDir)
+	if err != nil {
 		return err
 	}
-	if caKey, err = abs("--ca-key", o.caKey); err != nil {
-		return err
-	}
-	if outDir, err = abs("--out-dir", o.outDir); err != nil {
-		return err
-	}
-	layout := pki.KubeadmLayout(outDir)
-	if o.apiserverDir != "" {
-		if layout.PKIDir, err = abs("--apiserver-client-dir", o.apiserverDir); err != nil {
-			return err
-		}
-	}
-	profiles := pki.Profiles()
-	for _, p := range profiles {
-		for _, out := range []string{layout.CertPath(p), layout.KeyPath(p)} {
-			if out == caCert || out == caKey {
-				return fmt.Errorf("%s would overwrite the CA's own file; use another --out-dir", out)
-			}
-		}
-	}
+	caCert, layout, profiles := paths.caCert, paths.layout, pki.Profiles()
 
-	ca, err := pki.LoadCA(caCert, caKey, now)
+	ca, err := pki.LoadCA(paths.caCert, paths.caKey, now)
 	if err != nil {
 		return err
 	}
@@ -225,23 +205,11 @@ func runCertsIssue(stdout, stderr io.Writer, o certsIssueOptions, now time.Time)
 		}
 		fmt.Fprintf(stdout, "  usages:    %s\n", strings.Join(usages, ", "))
 		if is.Profile.HostSANs {
-			var sans []string
-			for _, d := range c.DNSNames {
-				sans = append(sans, "DNS:"+d)
-			}
-			for _, ip := range c.IPAddresses {
-				sans = append(sans, "IP:"+ip.String())
-			}
-			fmt.Fprintf(stdout, "  SANs:      %s\n", strings.Join(sans, ", "))
+			fmt.Fprintf(stdout, "  SANs:      %s\n", strings.Join(pki.SANs(c), ", "))
 		}
 		fmt.Fprintf(stdout, "  not after: %s\n", c.NotAfter.UTC().Format(time.RFC3339))
 	}
-	if len(rep.MovedAside) > 0 {
-		fmt.Fprintf(stdout, "\nPrevious files kept:\n")
-		for _, m := range rep.MovedAside {
-			fmt.Fprintf(stdout, "  %s -> %s\n", m.From, m.To)
-		}
-	}
+	printKept(stdout, rep)
 
 	files := func(p string) string {
 		prof := profileNamed(profiles, p)
@@ -262,6 +230,66 @@ kube-apiserver (kubeadm: etcd.external.caFile, certFile, keyFile):
   --etcd-cafile=%s --etcd-certfile=%s --etcd-keyfile=%s
 `, files("server"), files("peer"), files("healthcheck-client"), caCert, layout.CertPath(apiserver), layout.KeyPath(apiserver))
 	return nil
+}
+
+// printKept lists the previous files Install kept aside.
+func printKept(out io.Writer, rep *pki.Report) {
+	if len(rep.MovedAside) > 0 {
+		fmt.Fprintf(out, "\nPrevious files kept:\n")
+		for _, m := range rep.MovedAside {
+			fmt.Fprintf(out, "  %s -> %s\n", m.From, m.To)
+		}
+	}
+}
+
+// pkiPaths are the CA's files and the layout the certs commands work on,
+// as absolute paths.
+type pkiPaths struct {
+	caCert, caKey string
+	layout        pki.Layout
+}
+
+// resolvePKIPaths makes the flags' paths absolute and refuses a layout in
+// which a certificate or key would overwrite the CA's own files.
+func resolvePKIPaths(caCert, caKey, outDir, apiserverDir string) (pkiPaths, error) {
+	abs := func(flag, p string) (string, error) {
+		if p == "" {
+			return "", fmt.Errorf("%s is empty", flag)
+		}
+		a, err := filepath.Abs(p)
+		if err != nil {
+			return "", fmt.Errorf("%s: %w", flag, err)
+		}
+		return a, nil
+	}
+	var (
+		paths pkiPaths
+		dir   string
+		err   error
+	)
+	if paths.caCert, err = abs("--ca-cert", caCert); err != nil {
+		return paths, err
+	}
+	if paths.caKey, err = abs("--ca-key", caKey); err != nil {
+		return paths, err
+	}
+	if dir, err = abs("--out-dir", outDir); err != nil {
+		return paths, err
+	}
+	paths.layout = pki.KubeadmLayout(dir)
+	if apiserverDir != "" {
+		if paths.layout.PKIDir, err = abs("--apiserver-client-dir", apiserverDir); err != nil {
+			return paths, err
+		}
+	}
+	for _, p := range pki.Profiles() {
+		for _, out := range []string{paths.layout.CertPath(p), paths.layout.KeyPath(p)} {
+			if out == paths.caCert || out == paths.caKey {
+				return paths, fmt.Errorf("%s would overwrite the CA's own file; use another --out-dir", out)
+			}
+		}
+	}
+	return paths, nil
 }
 
 func profileNamed(profiles []pki.Profile, name string) pki.Profile {

@@ -64,6 +64,7 @@ Configuration reference: docs/config.md. Examples: config/examples/.`,
 		newPacemakerCommand(), newRenderCommand(), newVersionCommand())
 	root.AddCommand(newCertsCommand())
 	root.AddCommand(newTaskCommand(), newRestoreCommand())
+	root.AddCommand(newMemberCommand(), newLockCommand(), newEtcdctlCommand())
 	root.AddCommand(newGenDocsCommand())
 	return root
 }

@@ -2,8 +2,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -43,8 +45,25 @@ asks node.address and the agent's last applied list, so an empty or wrong
 list still shows the real members (in list "no"; the plan says what the
 agent would do).
 
+The report is printed whatever the state of the list or the cluster. A
+member list that is rejected (missing file, a line that is no IP, the
+wrong length) adds one "list invalid:" line per problem, and says which
+list the agent keeps in force meanwhile: the last one it applied.
+
 With --wait, poll until membership matches the list with every member
-voting and healthy, and exit 1 if that does not happen in time.`,
+voting and healthy.
+
+Exit codes, for scripts (the first that holds wins):
+  4  unreachable: no member of the cluster answered
+  3  no quorum: members answer, but not a majority of the voters agree
+  2  the member list is invalid or unreadable (the cluster has quorum)
+  1  --wait: membership did not match the list in time; or the command
+     could not run (invalid configuration, bad flags)
+  0  the cluster has quorum and the list is valid (with --wait: and
+     membership matches it, every member voting and healthy)
+A cluster-wide failure outranks a broken list: a script that pages on
+"etcd is down" must not see it as a typo in the members file, and the
+list problem is printed either way.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -63,10 +82,10 @@ voting and healthy, and exit 1 if that does not happen in time.`,
 			} else {
 				err = statusreport.WriteTable(cmd.OutOrStdout(), report)
 			}
-			if err == nil && wait > 0 && !report.Converged {
-				return &exitError{code: 1, err: fmt.Errorf("membership did not match the list within %s", wait)}
+			if err != nil {
+				return err
 			}
-			return err
+			return statusError(report, wait)
 		},
 	}
 	addConfigFlag(cmd, &path)
@@ -84,9 +103,6 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 	deadline := time.Now().Add(wait)
 	for {
 		snap := inspector.Look(ctx)
-		if !snap.ListOK && snap.ListErr != nil {
-			return statusreport.Report{}, fmt.Errorf("member list:\n%w", snap.ListErr)
-		}
 		report := statusreport.FromSnapshot(cfg.Cluster.Name, snap)
 		report.Insecure = cfg.SecurityWarnings()
 		if report.Reporting, err = daemon.ReadReporting(cfg); err != nil {
@@ -101,4 +117,52 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 		case <-time.After(250 * time.Millisecond):
 		}
 	}
+}
+
+// Exit codes of `etcdlet status`, documented in its --help and in
+// docs/operations.md.
+const (
+	exitOK           = 0
+	exitNotConverged = 1 // --wait timed out; also any error that kept the command from running
+	exitListInvalid  = 2
+	exitNoQuorum     = 3
+	exitUnreachable  = 4
+)
+
+// statusCode classifies a report, the most severe state first: a
+// cluster-wide failure outranks a broken list (which the report shows in
+// any case), and a broken list outranks a --wait that timed out: it is
+// the likelier reason, and the one to fix first.
+func statusCode(r statusreport.Report, waited bool) int {
+	switch {
+	case !r.Answered:
+		return exitUnreachable
+	case !r.Reached:
+		return exitNoQuorum
+	case len(r.ListProblems) > 0:
+		return exitListInvalid
+	case waited && !r.Converged:
+		return exitNotConverged
+	}
+	return exitOK
+}
+
+// statusError carries the report's exit code, with a one-line reason on
+// stderr (the report itself is on stdout).
+func statusError(r statusreport.Report, wait time.Duration) error {
+	code := statusCode(r, wait > 0)
+	var why string
+	switch code {
+	case exitOK:
+		return nil
+	case exitUnreachable:
+		why = "no member of the cluster answered"
+	case exitNoQuorum:
+		why = "the cluster has no quorum"
+	case exitListInvalid:
+		why = "the member list is invalid: " + strings.Join(r.ListProblems, "; ")
+	case exitNotConverged:
+		why = fmt.Sprintf("membership did not match the list within %s", wait)
+	}
+	return &exitError{code: code, err: errors.New(why)}
 }

@@ -66,8 +66,14 @@ const movedTimeFormat = "20060102T150405Z"
 // MoveAside renames dataDir to "<dataDir>.etcdlet-moved-<UTC time>" and
 // returns the new path; "" when there is nothing to move. A rename is
 // atomic, so a crash leaves the data either in place or moved, never
-// half-moved. When dataDir is a mount point (rename gives EBUSY or EXDEV)
-// its contents are moved into a timestamped directory inside it instead.
+// half-moved. When the data dir cannot be renamed beside itself, its
+// contents are moved into a timestamped directory inside it instead:
+// a mount point (EBUSY or EXDEV), or a parent that is read-only (EROFS)
+// while the data dir is writable, as under etcdlet.service's
+// ProtectSystem=strict with the data dir in ReadWritePaths=
+// (/var/lib/etcd: /var/lib stays read-only, and the data dir is itself a
+// bind mount there). etcd ignores directories it does not know in its data
+// dir, so the copies can stay.
 func MoveAside(dataDir string, now time.Time) (string, error) {
 	entries, err := os.ReadDir(dataDir)
 	if errors.Is(err, os.ErrNotExist) {
@@ -85,7 +91,7 @@ func MoveAside(dataDir string, now time.Time) (string, error) {
 	if err == nil {
 		return target, atomicfile.SyncDir(filepath.Dir(clean))
 	}
-	if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EXDEV) {
+	if !errors.Is(err, syscall.EBUSY) && !errors.Is(err, syscall.EXDEV) && !errors.Is(err, syscall.EROFS) {
 		return "", fmt.Errorf("move data dir %s aside to %s: %w", dataDir, target, err)
 	}
 	return moveContents(clean, entries, now)

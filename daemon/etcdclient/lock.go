@@ -1,9 +1,12 @@
 package etcdclient
 
 import (
+	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -51,6 +54,10 @@ type SessionLocker struct {
 	TTL  time.Duration
 	// CallTimeout bounds each call the locker makes.
 	CallTimeout time.Duration
+	// Holder names who takes the lock (an agent's node, an operator
+	// command), written with the host, process and time into the lock
+	// key's value for `etcdlet lock status`; the host name when empty.
+	Holder string
 
 	mu        sync.Mutex
 	client    *clientv3.Client
@@ -83,7 +90,60 @@ func (l *SessionLocker) TryLock(ctx context.Context, endpoints []string) (Lock, 
 		l.closeSessionLocked()
 		return nil, fmt.Errorf("take writer lock %s: %w", l.Key, err)
 	}
+	if err := l.identify(ctx, session, mutex); err != nil {
+		l.closeSessionLocked()
+		return nil, err
+	}
 	return &sessionLock{locker: l, session: session, mutex: mutex}, nil
+}
+
+// WriterLockKey is the prefix of the agents' writer lock of a cluster:
+// the etcd mutex's keys are this prefix, a slash, and each contender's
+// lease ID in hex.
+func WriterLockKey(cluster string) string { return "/etcdlet/" + cluster + "/membership-lock" }
+
+// LockHolder is what a writer lock key's value says about its holder.
+// etcd records no time and no owner of a key, so the holder writes them.
+type LockHolder struct {
+	Holder   string    `json:"holder"`
+	Host     string    `json:"host"`
+	PID      int       `json:"pid"`
+	Acquired time.Time `json:"acquired"`
+}
+
+// ParseLockHolder reads a lock key's value; ok is false for a value that
+// names no holder (written by an etcdlet before holders were recorded, or
+// not yet: the key is created empty and identified right after).
+func ParseLockHolder(value []byte) (h LockHolder, ok bool) {
+	if err := json.Unmarshal(value, &h); err != nil || h.Acquired.IsZero() {
+		return LockHolder{}, false
+	}
+	return h, true
+}
+
+// identify writes who holds the lock into the lock key's value, on the
+// same lease and only while the key is still the one this mutex created:
+// a lock broken in between is not re-created.
+func (l *SessionLocker) identify(ctx context.Context, session *concurrency.Session, mutex *concurrency.Mutex) error {
+	host, _ := os.Hostname()
+	holder := cmp.Or(l.Holder, host)
+	value, err := json.Marshal(LockHolder{Holder: holder, Host: host, PID: os.Getpid(), Acquired: time.Now().UTC()})
+	if err != nil {
+		return fmt.Errorf("record writer lock holder: %w", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout)
+	defer cancel()
+	resp, err := session.Client().Txn(ctx).
+		If(clientv3.Compare(clientv3.CreateRevision(mutex.Key()), "=", mutex.Header().Revision)).
+		Then(clientv3.OpPut(mutex.Key(), string(value), clientv3.WithLease(session.Lease()))).
+		Commit()
+	switch {
+	case err != nil:
+		return fmt.Errorf("record writer lock holder in %s: %w", mutex.Key(), err)
+	case !resp.Succeeded:
+		return fmt.Errorf("%w: key %s was deleted right after it was taken", ErrLockLost, mutex.Key())
+	}
+	return nil
 }
 
 func (l *SessionLocker) sessionFor(ctx context.Context, endpoints []string) (*concurrency.Session, error) {
@@ -129,10 +189,15 @@ func (l *SessionLocker) closeSessionLocked() {
 	if l.session == nil {
 		return
 	}
-	// Close revokes the lease within the session's own timeout; if the
-	// cluster is out of reach, the lease expires after TTL anyway, since
-	// its keep-alive stops here.
-	_ = l.session.Close()
+	// Stop the keep-alive, then revoke the lease within CallTimeout, not
+	// within the session's TTL as session.Close would: without quorum a
+	// revoke never succeeds, and the agent's stop (systemctl stop, a host
+	// shutting down) would wait out the TTL for nothing. An unrevoked
+	// lease expires after TTL anyway, since its keep-alive stopped here.
+	l.session.Orphan()
+	ctx, cancel := context.WithTimeout(context.Background(), l.CallTimeout)
+	_, _ = l.session.Client().Revoke(ctx, l.session.Lease())
+	cancel()
 	l.session = nil
 }
 

@@ -3,9 +3,11 @@ package etcdclient_test
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlet/etcdlet/config"
@@ -72,16 +74,8 @@ func TestRemainingSaysWhenTheLockIsLost(t *testing.T) {
 	if err != nil || left <= 0 || left > 15*time.Second {
 		t.Fatalf("a held lock: remaining %s, %v", left, err)
 	}
-	other, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer other.Close()
-	resp, err := other.Get(ctx, lockKey, clientv3.WithPrefix())
-	if err != nil || len(resp.Kvs) != 1 {
-		t.Fatalf("the lock key: %v, %v", resp, err)
-	}
-	if _, err := other.Revoke(ctx, clientv3.LeaseID(resp.Kvs[0].Lease)); err != nil {
+	other, kv := lockKeyValue(t, endpoints)
+	if _, err := other.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil {
 		t.Fatal(err)
 	}
 	_, err = lock.Remaining(ctx)
@@ -94,4 +88,46 @@ func TestRemainingSaysWhenTheLockIsLost(t *testing.T) {
 	if _, err := locker(t).TryLock(ctx, endpoints); err != nil {
 		t.Errorf("the lost lock is still held: %v", err)
 	}
+}
+
+// The lock key says who holds it and since when (etcd keeps neither), and
+// writing that does not make the holder doubt its own lock.
+func TestTheLockKeyNamesItsHolder(t *testing.T) {
+	members := etcdtest.Start(t, 1)
+	endpoints := etcdtest.ClientURLs(members)
+	a := locker(t)
+	a.Holder = "etcd-main-192.0.2.1"
+	ctx := context.Background()
+	before := time.Now()
+	lock, err := a.TryLock(ctx, endpoints)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, kv := lockKeyValue(t, endpoints)
+	h, ok := etcdclient.ParseLockHolder(kv.Value)
+	if !ok || h.Holder != "etcd-main-192.0.2.1" || h.PID != os.Getpid() || h.Host == "" || h.Acquired.Before(before.Add(-time.Second)) {
+		t.Errorf("holder %+v (ok %v) from value %q", h, ok, kv.Value)
+	}
+	if _, err := lock.Remaining(ctx); err != nil {
+		t.Errorf("the holder doubts its lock after recording itself: %v", err)
+	}
+	if _, ok := etcdclient.ParseLockHolder(nil); ok {
+		t.Error("an empty value (an older agent's lock) parsed as a holder")
+	}
+}
+
+// lockKeyValue reads the one lock key through a client of its own, closed
+// when the test ends.
+func lockKeyValue(t *testing.T, endpoints []string) (*clientv3.Client, *mvccpb.KeyValue) {
+	t.Helper()
+	other, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { other.Close() })
+	resp, err := other.Get(context.Background(), lockKey, clientv3.WithPrefix())
+	if err != nil || len(resp.Kvs) != 1 {
+		t.Fatalf("the lock key: %v, %v", resp, err)
+	}
+	return other, resp.Kvs[0]
 }

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"go.etcd.io/etcd/pkg/v3/featuregate"
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdlet/etcdlet/config"
@@ -64,11 +65,31 @@ func Apply(cfg *embed.Config, args map[string]string) error {
 	}
 	v := reflect.ValueOf(cfg).Elem()
 	for _, name := range slices.Sorted(maps.Keys(args)) {
+		if name == featureGatesFlag {
+			// etcd reads "feature-gates" only from a config file or its
+			// command line; the server itself asks ServerFeatureGate.
+			if err := setFeatureGates(cfg, args[name]); err != nil {
+				return fmt.Errorf("etcd.extraArgs.%s: %w", name, err)
+			}
+			continue
+		}
 		if err := set(v.Field(fields[name]), args[name]); err != nil {
 			return fmt.Errorf("etcd.extraArgs.%s: %w", name, err)
 		}
 	}
 	return nil
+}
+
+// featureGatesFlag is etcd's --feature-gates: Name=bool pairs, comma
+// separated, e.g. InitialCorruptCheck=true.
+const featureGatesFlag = "feature-gates"
+
+func setFeatureGates(cfg *embed.Config, value string) error {
+	gate, ok := cfg.ServerFeatureGate.(featuregate.MutableFeatureGate)
+	if !ok {
+		return fmt.Errorf("the embedded etcd's feature gates cannot be changed")
+	}
+	return gate.Set(value)
 }
 
 // Validate checks etcd.extraArgs: the value of every flag etcd knows must
@@ -84,6 +105,16 @@ func Validate(args map[string]string, strict bool) config.Errors {
 	for _, name := range slices.Sorted(maps.Keys(args)) {
 		path := "etcd.extraArgs." + name
 		if config.ExtraArgRule(name) != "" {
+			continue
+		}
+		if name == featureGatesFlag {
+			// Not a field of embed.Config (etcd keeps it in the config
+			// file's own struct). Unknown gates and values that are not
+			// Name=bool fail here, not when the member starts; a static
+			// pod's etcd may know other gates.
+			if err := setFeatureGates(embed.NewConfig(), args[name]); err != nil && strict {
+				errs = append(errs, config.FieldError{Path: path, Value: args[name], Rule: err.Error()})
+			}
 			continue
 		}
 		i, ok := fields[name]

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/features"
 )
 
 func TestApply(t *testing.T) {
@@ -26,6 +27,30 @@ func TestApply(t *testing.T) {
 	if cfg.SnapshotCount != 5000 || cfg.QuotaBackendBytes != 8<<30 || cfg.TickMs != 250 || cfg.ElectionMs != 2500 ||
 		cfg.AutoCompactionMode != "periodic" || cfg.WatchProgressNotifyInterval != 5*time.Second || cfg.PreVote || len(cfg.CipherSuites) != 2 {
 		t.Errorf("extra args not applied: %+v", cfg)
+	}
+}
+
+// feature-gates reaches the server's gates: etcd reads the json field only
+// from a config file, so setting it like the other flags would be a no-op.
+func TestApplyFeatureGates(t *testing.T) {
+	cfg := embed.NewConfig()
+	if cfg.ServerFeatureGate.Enabled(features.InitialCorruptCheck) {
+		t.Fatal("InitialCorruptCheck is on by default; the test proves nothing")
+	}
+	if err := Apply(cfg, map[string]string{"feature-gates": "InitialCorruptCheck=true"}); err != nil {
+		t.Fatal(err)
+	}
+	if !cfg.ServerFeatureGate.Enabled(features.InitialCorruptCheck) {
+		t.Error("feature-gates=InitialCorruptCheck=true was not applied to the embedded server")
+	}
+	for _, bad := range []string{"NoSuchGate=true", "InitialCorruptCheck=maybe"} {
+		errs := Validate(map[string]string{"feature-gates": bad}, true)
+		if len(errs) != 1 || !strings.Contains(errs.Error(), "etcd.extraArgs.feature-gates: \""+bad+"\"") {
+			t.Errorf("feature-gates=%s: got %v, want one error naming the field and value", bad, errs)
+		}
+		if errs := Validate(map[string]string{"feature-gates": bad}, false); len(errs) != 0 {
+			t.Errorf("lenient (a static pod's etcd may know other gates): feature-gates=%s refused: %v", bad, errs)
+		}
 	}
 }
 

@@ -39,6 +39,11 @@ const (
 	// AdvertiseClientURLsAnnotation is what kubeadm reads from etcd pods to
 	// find the cluster's client endpoints.
 	AdvertiseClientURLsAnnotation = "kubeadm.kubernetes.io/etcd.advertise-client-urls"
+	// DataVolume names the data dir's volume. Never kubeadm's "etcd-data":
+	// `kubeadm reset` looks for a volume of that name in etcd.yaml and
+	// deletes the contents of its hostPath. Without it, reset says "No
+	// etcd config found. Assuming external etcd" and leaves the data alone.
+	DataVolume = "etcdlet-data"
 )
 
 // Pod builds the static pod for a member spec. It is pure: the same spec
@@ -234,8 +239,8 @@ func tlsFiles(spec runtime.Spec) []tlsFile {
 // hash.
 func volumes(spec runtime.Spec) ([]corev1.Volume, []corev1.VolumeMount) {
 	directoryOrCreate := corev1.HostPathDirectoryOrCreate
-	vols := []corev1.Volume{{Name: "etcd-data", VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: spec.DataDir, Type: &directoryOrCreate}}}}
-	mounts := []corev1.VolumeMount{{Name: "etcd-data", MountPath: spec.DataDir}}
+	vols := []corev1.Volume{{Name: DataVolume, VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{Path: spec.DataDir, Type: &directoryOrCreate}}}}
+	mounts := []corev1.VolumeMount{{Name: DataVolume, MountPath: spec.DataDir}}
 	file := corev1.HostPathFile
 	mounted := map[string]bool{}
 	for _, f := range tlsFiles(spec) {

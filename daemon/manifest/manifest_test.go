@@ -212,7 +212,7 @@ etcd:
 `
 	tests := []struct {
 		name, config, self string
-		// The TLS volumes, in order; etcd-data comes first in every case.
+		// The TLS volumes, in order; the data volume comes first in every case.
 		wantVolumes []string
 	}{
 		{"no TLS", ipv4, "192.0.2.10", nil},
@@ -274,7 +274,7 @@ agent: {stateDir: /var/lib/etcdlet}
 					t.Errorf("volume %q defined twice", v.Name)
 				}
 				vols[v.Name] = v
-				if v.Name != "etcd-data" {
+				if v.Name != DataVolume {
 					names = append(names, v.Name)
 				}
 				if v.HostPath == nil {
@@ -296,7 +296,7 @@ agent: {stateDir: /var/lib/etcdlet}
 			if !slices.Equal(names, tt.wantVolumes) {
 				t.Errorf("TLS volumes %q, want %q", names, tt.wantVolumes)
 			}
-			if len(pod.Spec.Volumes) == 0 || pod.Spec.Volumes[0].Name != "etcd-data" || pod.Spec.Volumes[0].HostPath == nil || pod.Spec.Volumes[0].HostPath.Path != "/var/lib/etcd" {
+			if len(pod.Spec.Volumes) == 0 || pod.Spec.Volumes[0].Name != DataVolume || pod.Spec.Volumes[0].HostPath == nil || pod.Spec.Volumes[0].HostPath.Path != "/var/lib/etcd" {
 				t.Errorf("the first volume must be the data dir, got %+v", pod.Spec.Volumes)
 			}
 

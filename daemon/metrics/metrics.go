@@ -71,6 +71,14 @@ type Metrics struct {
 	// snapshot this agent stored, by kind (Full, Incr).
 	LastSnapshot *prometheus.GaugeVec
 
+	// CertificateExpiry is the NotAfter (unix seconds) of every
+	// certificate file etcdlet's configuration names, by file and usage
+	// (pki.Target.Usage), re-read periodically.
+	CertificateExpiry *prometheus.GaugeVec
+	// CertificateReadErrors counts failed reads of those files (missing,
+	// unreadable, no PEM certificate), by file.
+	CertificateReadErrors *prometheus.CounterVec
+
 	PacemakerPolls        *prometheus.CounterVec
 	PacemakerPollDuration prometheus.Histogram
 	PacemakerKnown        prometheus.Gauge
@@ -159,6 +167,15 @@ func New() *Metrics {
 	m.LastSnapshot = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "etcdlet_snapshot_last_success_timestamp_seconds",
 		Help: "Creation time of the newest snapshot this agent stored, by kind (Full, Incr)."}, []string{"kind"})
+	m.CertificateExpiry = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "etcdlet_certificate_expiry_timestamp_seconds",
+		Help: "NotAfter (unix seconds) of each certificate file etcdlet's configuration names, by file and usage; re-read every minute."},
+		[]string{"file", "usage"})
+	m.CertificateReadErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "etcdlet_certificate_read_errors_total",
+		Help: "Failed reads of the certificate files etcdlet's configuration names (missing, unreadable, no PEM certificate), by file."},
+		[]string{"file"})
+	r.MustRegister(m.CertificateExpiry, m.CertificateReadErrors)
 	r.MustRegister(m.ProtectedFileChanges, m.ReportWrites, m.TaskTransitions, m.TaskDuration, m.LastSnapshot)
 	r.MustRegister(m.PacemakerPolls, m.PacemakerPollDuration, m.PacemakerKnown, m.PacemakerCondition)
 	r.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.MembershipChanges, m.WriterLockBusy, m.ListReloads,

@@ -6,6 +6,7 @@ package runtime
 
 import (
 	"context"
+	"maps"
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/identity"
@@ -92,7 +93,7 @@ func BuildSpec(cfg *config.Config, self identity.Member, initialCluster, cluster
 		Token:               cfg.BootstrapToken(),
 		ClientTLS:           cfg.Etcd.TLS.Client,
 		PeerTLS:             cfg.Etcd.TLS.Peer,
-		ExtraArgs:           cfg.Etcd.ExtraArgs,
+		ExtraArgs:           WithTuning(cfg.Etcd.ExtraArgs),
 		LogLevel:            cfg.Etcd.LogLevel,
 	}
 }
@@ -106,4 +107,32 @@ func ListenClientURLs(cfg *config.Config, self identity.Member) []string {
 		urls = append(urls, identity.URL(cfg.Etcd.ClientScheme(), ip, cfg.Etcd.ClientPort))
 	}
 	return urls
+}
+
+// Tuning is what kubeadm's etcd manifest sets beyond etcd's defaults, and
+// every member etcdlet runs (embedded or static pod) gets it too unless
+// etcd.extraArgs sets the same flag:
+//
+//   - watch-progress-notify-interval 5s: kube-apiserver serves consistent
+//     reads from its watch cache only when etcd sends progress
+//     notifications; without them every such read goes to etcd.
+//   - feature-gates InitialCorruptCheck=true: a member whose data
+//     diverged from its peers' refuses to start and serve, instead of
+//     serving stale data (its data is then moved aside by etcdlet's
+//     corruption handling, never used).
+//   - snapshot-count 10000: etcd's default since 3.6, stated so that an
+//     older etcd image keeps the same memory profile (3.5 defaulted to
+//     100000 entries kept in memory between snapshots).
+var Tuning = map[string]string{
+	"watch-progress-notify-interval": "5s",
+	"feature-gates":                  "InitialCorruptCheck=true",
+	"snapshot-count":                 "10000",
+}
+
+// WithTuning returns extraArgs with Tuning's flags added where extraArgs
+// does not set them; extraArgs is not changed.
+func WithTuning(extraArgs map[string]string) map[string]string {
+	args := maps.Clone(Tuning)
+	maps.Copy(args, extraArgs)
+	return args
 }

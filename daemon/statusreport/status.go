@@ -19,12 +19,25 @@ import (
 
 // Report is the status of one cluster as seen from one node.
 type Report struct {
-	Cluster   string   `json:"cluster"`
-	ClusterID string   `json:"clusterID,omitempty"`
-	Reached   bool     `json:"reached"`
-	Problems  []string `json:"problems,omitempty"`
-	Members   []Row    `json:"members"`
-	Plan      Plan     `json:"plan"`
+	Cluster   string `json:"cluster"`
+	ClusterID string `json:"clusterID,omitempty"`
+	// Reached: a member answered a linearizable member list, so the
+	// cluster has quorum.
+	Reached bool `json:"reached"`
+	// Answered: some member of the cluster answered, if only without
+	// quorum (a serializable member list). Neither Reached nor Answered:
+	// no member could be asked at all.
+	Answered bool     `json:"answered"`
+	Problems []string `json:"problems,omitempty"`
+	// ListProblems says why the member list was rejected, one rule each
+	// (missing file, a line that is no IP, the wrong length).
+	ListProblems []string `json:"listProblems,omitempty"`
+	// ListInForce is the list the agent keeps in force while the current
+	// one is rejected: the last one it applied. Empty when the list is
+	// accepted, or when there is none to fall back to.
+	ListInForce []string `json:"listInForce,omitempty"`
+	Members     []Row    `json:"members"`
+	Plan        Plan     `json:"plan"`
 	// Foreign lists endpoints that answered for another cluster; nothing
 	// is ever done to or for them.
 	Foreign []string `json:"foreign,omitempty"`
@@ -57,10 +70,13 @@ type Row struct {
 	Problem string `json:"problem,omitempty"`
 	DBSize  int64  `json:"dbSize,omitempty"`
 	// RaftIndex is the member's applied raft index.
-	RaftIndex uint64 `json:"raftIndex,omitempty"`
+	RaftIndex  uint64   `json:"raftIndex,omitempty"`
+	PeerURLs   []string `json:"peerURLs,omitempty"`
+	ClientURLs []string `json:"clientURLs,omitempty"`
 	// InList is yes (listed member), no (member not listed: will leave),
 	// missing (listed, not a member yet), conflict, or unknown (listed, but
-	// the cluster was not reached to tell whether it is a member).
+	// the cluster was not reached to tell whether it is a member; or no
+	// valid list is in force to compare with).
 	InList string `json:"inList"`
 }
 
@@ -79,9 +95,18 @@ type Plan struct {
 
 // FromSnapshot assembles the report from a node's look: the cluster as
 // Build shows it, plus this node's own decision, what answered for another
-// cluster, and why a list is refused.
+// cluster, why a list is refused, and why it was rejected.
 func FromSnapshot(cluster string, s node.Snapshot) Report {
 	r := Build(cluster, s.Desired, s.View)
+	if s.ListErr != nil {
+		r.ListProblems = strings.Split(s.ListErr.Error(), "\n")
+		if s.ListOK {
+			r.ListInForce = identity.AddrStrings(s.List)
+		}
+	}
+	if !s.ListOK {
+		return withoutList(r)
+	}
 	if s.View.Reached {
 		r.Plan = Plan{}
 		if s.Plan.Next != nil {
@@ -104,9 +129,21 @@ func FromSnapshot(cluster string, s node.Snapshot) Report {
 	return r
 }
 
+// withoutList is the report when no list is in force (none valid, none
+// applied before): the members are shown, but nothing says whether they
+// belong, and nothing is planned.
+func withoutList(r Report) Report {
+	for i := range r.Members {
+		r.Members[i].InList = "unknown"
+	}
+	r.Plan = Plan{Waiting: []string{"no valid member list in force: no membership change is planned"}}
+	r.Converged = false
+	return r
+}
+
 // Build assembles the report from the desired list and one observation.
 func Build(cluster string, desired []identity.Member, v membership.View) Report {
-	r := Report{Cluster: cluster, Reached: v.Reached, Problems: v.Problems}
+	r := Report{Cluster: cluster, Reached: v.Reached, Answered: v.Reached || v.ClusterID != 0, Problems: v.Problems}
 	if v.ClusterID != 0 {
 		r.ClusterID = membership.IDString(v.ClusterID)
 	}
@@ -123,13 +160,13 @@ func Build(cluster string, desired []identity.Member, v membership.View) Report 
 	}
 	m := membership.Match(desired, v.Members)
 	for _, p := range m.Matched {
-		r.Members = append(r.Members, row(p.Member, p.Desired.Name, p.Desired.IP.String(), "yes", v.LeaderID))
+		r.Members = append(r.Members, row(p.Member, p.Desired.Name, p.Desired.IP.String(), "yes", v))
 	}
 	for _, e := range m.Extra {
-		r.Members = append(r.Members, row(e, e.Name, ipOf(e), "no", v.LeaderID))
+		r.Members = append(r.Members, row(e, e.Name, ipOf(e), "no", v))
 	}
 	for _, c := range m.Conflicts {
-		r.Members = append(r.Members, row(c.Member, c.Member.Name, ipOf(c.Member), "conflict", v.LeaderID))
+		r.Members = append(r.Members, row(c.Member, c.Member.Name, ipOf(c.Member), "conflict", v))
 	}
 	for _, d := range m.Missing {
 		if v.Reached {
@@ -148,22 +185,26 @@ func Build(cluster string, desired []identity.Member, v membership.View) Report 
 	return r
 }
 
-func row(m membership.Member, name, ip, inList string, leader uint64) Row {
+func row(m membership.Member, name, ip, inList string, v membership.View) Row {
 	if name == "" {
 		name = "(unstarted)"
 	}
 	r := Row{Name: name, IP: ip, MemberID: membership.IDString(m.ID), InList: inList,
-		DBSize: m.Health.DBSize, RaftIndex: m.Health.RaftAppliedIndex}
+		DBSize: m.Health.DBSize, RaftIndex: m.Health.RaftAppliedIndex, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs}
 	switch {
 	case m.IsLearner:
 		r.Role = "learner"
-	case m.ID == leader:
+	case m.ID == v.LeaderID:
 		r.Role = "leader"
 	default:
 		r.Role = "voter"
 	}
 	r.Health = "healthy"
 	switch {
+	case !v.Reached:
+		// Without quorum the members come from a serializable list and
+		// nobody's health was asked.
+		r.Health = "unknown"
 	case !m.InRaft():
 		r.Health, r.Problem = "unhealthy", m.Health.Problem
 	case !m.Healthy():
@@ -227,6 +268,13 @@ func WriteTable(w io.Writer, r Report) error {
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "unreachable: %s\n", p)
 	}
+	switch {
+	case !r.Answered:
+		fmt.Fprintln(w, "cluster: unreachable: no member answered")
+	case !r.Reached:
+		fmt.Fprintln(w, "cluster: no quorum: members answer, but not a majority of the voters agree; nothing can be written or changed")
+	}
+	writeList(w, r)
 	for _, f := range r.Foreign {
 		fmt.Fprintf(w, "another cluster: %s (nothing is done to or for it)\n", f)
 	}
@@ -242,6 +290,22 @@ func WriteTable(w io.Writer, r Report) error {
 	}
 	writeReporting(w, r.Reporting)
 	return nil
+}
+
+// writeList says why the member list was rejected, one line per rule,
+// and which list the agent follows meanwhile.
+func writeList(w io.Writer, r Report) {
+	if len(r.ListProblems) == 0 {
+		return
+	}
+	for _, p := range r.ListProblems {
+		fmt.Fprintf(w, "list invalid: %s\n", p)
+	}
+	if len(r.ListInForce) > 0 {
+		fmt.Fprintf(w, "list in force: the last applied list [%s], until the list is valid again\n", strings.Join(r.ListInForce, " "))
+	} else {
+		fmt.Fprintln(w, "list in force: none; no membership change is planned")
+	}
 }
 
 // writeReporting lists each Kubernetes target: when it was last written

@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/node"
 )
 
 var scheme = identity.Scheme{Cluster: "etcd-main", PeerScheme: "http", ClientScheme: "http", PeerPort: 2380, ClientPort: 2379}
@@ -131,5 +133,79 @@ func TestReportingLines(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+// A rejected list never hides the cluster: the members are shown against
+// the list the agent keeps in force, with one line per problem; without
+// any list to fall back to, the members are shown without a verdict.
+func TestListProblemsAreExtraLines(t *testing.T) {
+	listErr := config.Errors{{Path: "members.file", Value: "/etc/etcdlet/members", Rule: "must exist"}, {Path: "members.file[2]", Value: "10.0.0", Rule: "must be an IP"}}
+	ips := []netip.Addr{netip.MustParseAddr("192.0.2.1")}
+	view := membership.View{Reached: true, Established: true, Observation: membership.Observation{ClusterID: 0xc1, LeaderID: 0x1,
+		Members: []membership.Member{member("192.0.2.1", 0x1, false, "")}}}
+
+	kept := FromSnapshot("etcd-main", node.Snapshot{List: ips, ListOK: true, ListErr: listErr, Desired: scheme.ForAll(ips), View: view})
+	var out bytes.Buffer
+	if err := WriteTable(&out, kept); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"etcd-main-192.0.2.1  192.0.2.1  1          leader  healthy",
+		"list invalid: members.file: ",
+		"list invalid: members.file[2]: ",
+		"list in force: the last applied list [192.0.2.1], until the list is valid again\n",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, out.String())
+		}
+	}
+	if len(kept.ListProblems) != 2 || kept.Members[0].InList != "yes" {
+		t.Errorf("report = %+v", kept)
+	}
+
+	none := FromSnapshot("etcd-main", node.Snapshot{ListErr: listErr, View: view})
+	out.Reset()
+	if err := WriteTable(&out, none); err != nil {
+		t.Fatal(err)
+	}
+	if none.Members[0].InList != "unknown" || none.Converged || !strings.Contains(out.String(), "list in force: none; no membership change is planned\n") ||
+		!strings.Contains(out.String(), "plan: waiting: no valid member list in force") {
+		t.Errorf("without a list in force: %+v\n%s", none, out.String())
+	}
+	var js bytes.Buffer
+	if err := WriteJSON(&js, none); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(js.Bytes(), []byte(`"listProblems": [`)) {
+		t.Errorf("JSON has no listProblems:\n%s", js.String())
+	}
+}
+
+// Without quorum the members come from one member's serializable view:
+// their health is unknown, not "unhealthy", and the report says which of
+// "no quorum" and "unreachable" holds.
+func TestNoQuorumAndUnreachable(t *testing.T) {
+	three := scheme.ForAll([]netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")})
+	serializable := []membership.Member{member("192.0.2.1", 1, false, ""), member("192.0.2.2", 2, false, ""), member("192.0.2.3", 3, false, "")}
+	for i := range serializable {
+		serializable[i].Health = membership.Health{}
+	}
+	noQuorum := Build("etcd-main", three, membership.View{Established: true, Observation: membership.Observation{ClusterID: 0xc1, Members: serializable},
+		Problems: []string{"https://192.0.2.1:2379: etcdserver: request timed out"}})
+	var out bytes.Buffer
+	if err := WriteTable(&out, noQuorum); err != nil {
+		t.Fatal(err)
+	}
+	if !noQuorum.Answered || noQuorum.Reached || noQuorum.Members[0].Health != "unknown" || !strings.Contains(out.String(), "cluster: no quorum:") {
+		t.Errorf("no quorum: %+v\n%s", noQuorum, out.String())
+	}
+	down := Build("etcd-main", three, membership.View{Problems: []string{"https://192.0.2.1:2379: connection refused"}})
+	out.Reset()
+	if err := WriteTable(&out, down); err != nil {
+		t.Fatal(err)
+	}
+	if down.Answered || !strings.Contains(out.String(), "cluster: unreachable: no member answered\n") {
+		t.Errorf("unreachable: %+v\n%s", down, out.String())
 	}
 }

@@ -37,3 +37,21 @@ wrapper_build() {
 		fail "building $2 failed (see above); the wrapper module is $mod_dir"
 	log "built $(basename "$1") in $((SECONDS - start)) s"
 }
+
+# kubernetes_version: the k8s.io/kubernetes version the wrapper module at
+# $mod_dir requires, read from its go.mod so that the -X version flags cannot
+# drift from what is built. Sets k8s_version (v1.37.1) and k8s_ldflags: the
+# flags that make a Kubernetes binary report that version (without them it
+# says v0.0.0-master+$Format:%H$, and kubeadm's preflight would reject the
+# kubelet's version).
+kubernetes_version() {
+	k8s_version=$(awk '$1 == "k8s.io/kubernetes" && $2 ~ /^v[0-9]+\.[0-9]+\.[0-9]+$/ { print $2; exit }
+		$1 == "require" && $2 == "k8s.io/kubernetes" { print $3; exit }' "$mod_dir/go.mod")
+	[[ "$k8s_version" =~ ^v([0-9]+)\.([0-9]+)\.[0-9]+$ ]] ||
+		fail "cannot read the k8s.io/kubernetes version from $mod_dir/go.mod (got '${k8s_version}')"
+	k8s_ldflags="-s -w \
+-X k8s.io/component-base/version.gitVersion=$k8s_version \
+-X k8s.io/component-base/version.gitMajor=${BASH_REMATCH[1]} \
+-X k8s.io/component-base/version.gitMinor=${BASH_REMATCH[2]} \
+-X k8s.io/client-go/pkg/version.gitVersion=$k8s_version"
+}

@@ -82,7 +82,7 @@ func staticEtcdPod() *corev1.Pod {
 				Image:   "registry.k8s.io/etcd:3.6.16-0",
 				Command: []string{"etcd", "--name=etcd-main-192.0.2.1", "--data-dir=/var/lib/etcd"},
 				VolumeMounts: []corev1.VolumeMount{
-					{Name: "etcd-data", MountPath: "/var/lib/etcd"},
+					{Name: "etcdlet-data", MountPath: "/var/lib/etcd"},
 				},
 				LivenessProbe: &corev1.Probe{
 					ProbeHandler: corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{
@@ -92,7 +92,7 @@ func staticEtcdPod() *corev1.Pod {
 				},
 			}},
 			Volumes: []corev1.Volume{{
-				Name: "etcd-data",
+				Name: "etcdlet-data",
 				VolumeSource: corev1.VolumeSource{HostPath: &corev1.HostPathVolumeSource{
 					Path: "/var/lib/etcd", Type: &hostPath,
 				}},
