@@ -5,7 +5,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/url"
 	"os"
@@ -129,16 +128,8 @@ func certsConfig(t *testing.T, c *harness.Cluster, etcdDir func(int) string, n, 
 // certsRun runs the binary and returns its combined output and exit code.
 func certsRun(t *testing.T, args ...string) (string, int) {
 	t.Helper()
-	out, err := exec.Command(binary, args...).CombinedOutput()
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return string(out), 0
-	case errors.As(err, &ee):
-		return string(out), ee.ExitCode()
-	}
-	t.Fatalf("etcdlet %v: %v", args, err)
-	return "", 0
+	out, errOut, code := etcdlet(t, args...)
+	return out + errOut, code
 }
 
 func certsRead(t *testing.T, path string) *x509.Certificate {

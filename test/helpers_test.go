@@ -1,7 +1,9 @@
 package test
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"os/exec"
@@ -113,3 +115,22 @@ func waitMetric(t *testing.T, a *harness.Agent, name, want string, ok func(float
 func atLeast(n float64) func(float64) bool { return func(v float64) bool { return v >= n } }
 
 func equals(n float64) func(float64) bool { return func(v float64) bool { return v == n } }
+
+// etcdlet runs the built etcdlet and returns its stdout, stderr and exit code.
+func etcdlet(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 3*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, binary, args...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	err := cmd.Run()
+	var exit *exec.ExitError
+	switch {
+	case errors.As(err, &exit):
+		code = exit.ExitCode()
+	case err != nil:
+		t.Fatalf("etcdlet %v: %v", args, err)
+	}
+	return out.String(), errOut.String(), code
+}

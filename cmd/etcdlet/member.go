@@ -222,7 +222,7 @@ func runMemberChange(cmd *cobra.Command, path, holder, arg string, check func(no
 	if err != nil {
 		return err
 	}
-	return withWriterLock(ctx, cfg, in, holder, snap.View, func(ctx context.Context, lock etcdclient.Lock) error {
+	return withWriterLock(ctx, cfg, in, holder, snap.View, target.ID, func(ctx context.Context, lock etcdclient.Lock) error {
 		// The view the rules judged may predate an agent's change.
 		fresh, again, err := lookAt(ctx, in, membership.IDString(target.ID), check)
 		if err != nil {
@@ -450,12 +450,19 @@ func (c change) call(ctx context.Context, op etcdclient.Op, targets []string, do
 }
 
 // withWriterLock runs fn under the agents' writer lock, taken through the
-// voters, within agent.lockTTL's locked section as an agent's change.
-func withWriterLock(ctx context.Context, cfg *config.Config, in *daemon.Inspector, holder string, v membership.View,
+// voters, within agent.lockTTL's locked section as an agent's change. The
+// lock's session avoids the target's endpoint when another voter is there:
+// a removed member answers no more calls, and the release after a
+// successful removal would fail through it.
+func withWriterLock(ctx context.Context, cfg *config.Config, in *daemon.Inspector, holder string, v membership.View, target uint64,
 	fn func(context.Context, etcdclient.Lock) error) error {
 	locker := in.WriterLocker(holder)
 	defer locker.Close()
-	lock, err := takeLock(ctx, cfg, locker, writeTargets(v, 0, false))
+	endpoints := writeTargets(v, target, false)
+	if len(endpoints) == 0 {
+		endpoints = writeTargets(v, 0, false)
+	}
+	lock, err := takeLock(ctx, cfg, locker, endpoints)
 	if err != nil {
 		return err
 	}
