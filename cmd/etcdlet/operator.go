@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"log/slog"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -12,7 +11,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/state"
@@ -49,11 +47,7 @@ listed etcd answers, and while this node holds data (restore it, or move it
 aside by hand first).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := loadValidConfig(path)
-			if err != nil {
-				return err
-			}
-			inspector, err := daemon.NewInspector(cfg, slog.New(slog.DiscardHandler))
+			cfg, inspector, err := openCluster(path)
 			if err != nil {
 				return err
 			}
