@@ -343,13 +343,19 @@ func (a *Agent) wake() {
 // waiting to be added, refusing). The kubelet is ordered after READY=1, so
 // READY=1 must never wait on something only the kubelet can provide: the
 // member list is often a ConfigMap volume that the kubelet mounts, and a
-// missing list (decision kind "") is therefore ready after the first pass.
+// missing or rejected list (decision kind "") is therefore ready once the
+// source was read. A members file that is there but still settling is not
+// "missing": its first read comes within moments, and the manifest with it.
 func (a *Agent) notify() {
 	a.notifier.Watchdog()
 	snap := a.node.Last()
 	status := statusLine(snap)
 	switch snap.Decision.Kind {
-	case "", localmember.Idle, localmember.Wait, localmember.Refuse:
+	case "":
+		if a.source.Read() {
+			a.notifier.Ready(status)
+		}
+	case localmember.Idle, localmember.Wait, localmember.Refuse:
 		a.notifier.Ready(status)
 	default:
 		if a.node.Applied() {

@@ -82,6 +82,15 @@ func (s *Source) Err() error {
 	return s.lastErr
 }
 
+// Read reports whether the configured source has been read at least once,
+// its list accepted or rejected; false while a members file is left for the
+// watch to read once it settled.
+func (s *Source) Read() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.lastSeen != ""
+}
+
 // Changes receives a value when the watch found that the list in force
 // changed (a Refresh returns that itself).
 func (s *Source) Changes() <-chan struct{} { return s.changes }
