@@ -25,7 +25,7 @@ func TestReadMembersFileNeverBlocks(t *testing.T) {
 		if len(errs) != 1 || errs[0].Path != "members.file" || !strings.Contains(errs[0].Error(), "is a named pipe, want a regular file") {
 			t.Errorf("errors = %v", errs)
 		}
-	case <-time.After(time.Second):
+	case <-time.After(10 * time.Second): // a failure bound: a blocked open never returns
 		// Unblock the reader so the test binary can exit.
 		if f, err := os.OpenFile(fifo, os.O_WRONLY|syscall.O_NONBLOCK, 0); err == nil {
 			f.Close()

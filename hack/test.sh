@@ -97,42 +97,38 @@ else
   failed+=("hack/containerd-debs.sh: the containerd and runc packages could not be downloaded")
 fi
 
-# run NAME ARGS...: go test in the background, its output prefixed and kept.
+# The test output goes through hack/testsummary: go test -json is kept for
+# the report at the end, and shown as plain go test shows it.
+summary=$logs/testsummary
+if ! $GO build -o "$summary" ./hack/testsummary; then
+  echo "hack/testsummary could not be built"; exit 1
+fi
+
+# run NAME [-v] ARGS...: go test in the background; its JSON events in
+# $logs/NAME.json, its exit status in $logs/NAME.json.rc, its output shown
+# (every line with -v) prefixed [NAME].
 run() {
   local name=$1; shift
-  ( $GO test $TEST_FLAGS "$@" 2>&1; echo "exit status $?" ) |
-    tee "$logs/$name.log" | sed -u "s/^/[$name] /" &
+  local verbose=
+  if [ "$1" = -v ]; then verbose=-v; shift; fi
+  ( $GO test -json $TEST_FLAGS "$@" 2>&1; echo $? >"$logs/$name.json.rc" ) |
+    tee "$logs/$name.json" | "$summary" stream $verbose "$name" &
 }
 
 packages=$($GO list ./... | grep -v '/test$')
 step "unit packages (-race), end-to-end tests (./test/) and the simulator's 10,000 schedules, side by side"
 run unit -race $packages
-run e2e ./test/
+run e2e -v ./test/
 # The simulator plays 300 schedules under -race in the unit step; here the
 # full count, without the race detector's cost.
-run sim ./daemon/sim/ -run TestSchedules -sim.schedules=10000 -v
+run sim -v ./daemon/sim/ -run TestSchedules -sim.schedules=10000
 wait
 
-# report NAME: failing packages and tests of one go test run.
-report() {
-  local log=$logs/$1.log
-  local status
-  status=$(tail -n1 "$log" | awk '/^exit status/ {print $3}')
-  [ "${status:-1}" = 0 ] && return
-  local pkgs tests
-  pkgs=$(grep -E '^FAIL[[:space:]]+[^[:space:]]+' "$log" | awk '{print $2 ($3 ? " " $3 " " $4 : "")}' | sort -u)
-  tests=$(grep -E '^[[:space:]]*--- FAIL: ' "$log" | sed -E 's/^[[:space:]]*--- FAIL: ([^ ]+).*/\1/' | sort -u)
-  if [ -z "$pkgs$tests" ]; then
-    failed+=("$1: go test exited $status (see its output above)")
-    return
-  fi
-  local p
-  while read -r p; do [ -n "$p" ] && failed+=("$1: FAIL $p"); done <<<"$pkgs"
-  [ -n "$tests" ] && failed+=("$1: failing tests: $(echo $tests)")
-}
-report unit
-report e2e
-report sim
+# Each package's time and the slowest ten tests, so that a creeping suite is
+# seen, then what failed in each run.
+echo
+"$summary" report unit="$logs/unit.json" e2e="$logs/e2e.json" sim="$logs/sim.json" ||
+  failed+=("go test: see the failures above")
 
 echo
 if [ ${#failed[@]} -eq 0 ]; then

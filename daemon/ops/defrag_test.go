@@ -14,6 +14,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/v3rpc/rpctypes"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlet/etcdlet/daemon/internal/etcdtest"
 	"github.com/etcdlet/etcdlet/daemon/ops"
@@ -387,19 +388,7 @@ func TestCompactAndDefragRecoverFromANoSpaceAlarm(t *testing.T) {
 	cli := client(t, spy, urls)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	value := strings.Repeat("v", 64<<10)
-	for i := 0; ; i++ {
-		_, err := cli.Put(ctx, "/fill", value)
-		if errors.Is(err, rpctypes.ErrNoSpace) {
-			break
-		}
-		if err != nil {
-			t.Fatal(err)
-		}
-		if i > 2*quota/len(value) {
-			t.Fatalf("%d puts of %d bytes and no NOSPACE alarm", i, len(value))
-		}
-	}
+	fillUntilNoSpace(t, ctx, cli, urls[0], quota)
 	alarms, err := spy.AlarmList(ctx, urls[0])
 	if err != nil || len(alarms) != 1 || alarms[0].Alarm != pb.AlarmType_NOSPACE {
 		t.Fatalf("alarms %v (%v), want NOSPACE", alarms, err)
@@ -435,5 +424,32 @@ func TestCompactAndDefragRecoverFromANoSpaceAlarm(t *testing.T) {
 	}
 	if _, err := cli.Put(ctx, "/after", "writable again"); err != nil {
 		t.Errorf("a write after the recovery: %v", err)
+	}
+}
+
+// fillUntilNoSpace writes 64 KiB values until etcd refuses one with
+// NOSPACE. etcd checks its quota against the backend's size as of the last
+// commit of its batch (every 100 ms by default), so how many puts that takes
+// depends on the machine's speed: a count of puts is no bound. The bound is
+// etcd's own accounting instead: once Status reports a committed size at the
+// quota, the next put must be refused; the context's deadline bounds the rest.
+func fillUntilNoSpace(t *testing.T, ctx context.Context, cli *clientv3.Client, url string, quota int64) {
+	t.Helper()
+	value := strings.Repeat("v", 64<<10)
+	for i := 0; ; i++ {
+		st, err := cli.Status(ctx, url)
+		if err != nil {
+			t.Fatalf("status after %d puts: %v", i, err)
+		}
+		_, err = cli.Put(ctx, "/fill", value)
+		if errors.Is(err, rpctypes.ErrNoSpace) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("put %d: %v", i, err)
+		}
+		if st.DbSize >= quota {
+			t.Fatalf("put %d of %d bytes accepted although etcd reported a backend of %d bytes against a quota of %d", i, len(value), st.DbSize, quota)
+		}
 	}
 }
