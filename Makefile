@@ -12,6 +12,14 @@ LDFLAGS    := -X main.version=$(VERSION)
 # End-to-end tests start real etcd clusters; they need time, not retries.
 TEST_FLAGS ?= -count=1 -timeout 25m
 
+# The Go toolchain is the one go.mod's go line names, whatever Go the
+# machine has: go1.27.3 and later fix an HTTP/2 server race through which
+# any client could crash the agent. A machine's own Go does not switch by
+# itself (go.dev's and Debian's go.env set GOTOOLCHAIN=local), so every go
+# command here and in hack/ (hack/lib/toolchain.sh) runs with it exported;
+# the first one downloads it through the Go module proxy (about 10 s).
+export GOTOOLCHAIN := $(shell awk '$$1 == "go" { print "go" $$2; exit }' go.mod)
+
 .PHONY: all build test test-deps unit e2e sim demo bench lint packages clean
 
 all: build

@@ -26,6 +26,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/httpserve"
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/kube/druid"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
@@ -43,27 +44,28 @@ import (
 
 // Agent runs the node controller for one node.
 type Agent struct {
-	cfg       *config.Config
-	log       *slog.Logger
-	version   string // etcdlet's build version, for the log and etcdlet_build_info
-	node      *node.Node
-	source    *memberlist.Source
-	runtime   runtime.Runtime
-	guard     *protect.Guard // files etcdlet renders; nil with the embedded runtime
-	pool      *etcdclient.Pool
-	metrics   *metrics.Metrics
-	listener  net.Listener // agent.listen
-	peerTLS   *tls.Config  // the agent peer endpoint's, nil without peer TLS
-	peer      *http.Server // the agent peer endpoint, once the node address is known
-	reloads   chan reloadRequest
-	wakes     chan struct{}
-	pacemaker *pacemakerHealth // nil unless pacemaker.enabled
-	report    *reporting       // the kubernetes section; drops Events without it
-	tasks     *opsTasks
-	certs     *certSide // the certificate expiry metric; member restarts after a renewal
-	token     string    // the task API's bearer token (TokenFile)
-	notifier  *systemd.Notifier
-	health    healthState
+	cfg         *config.Config
+	log         *slog.Logger
+	version     string // etcdlet's build version, for the log and etcdlet_build_info
+	node        *node.Node
+	source      *memberlist.Source
+	runtime     runtime.Runtime
+	guard       *protect.Guard // files etcdlet renders; nil with the embedded runtime
+	pool        *etcdclient.Pool
+	metrics     *metrics.Metrics
+	listener    net.Listener // agent.listen
+	listenerTLS *tls.Config  // agent.listenTLS, nil without it
+	peerTLS     *tls.Config  // the agent peer endpoint's, nil without peer TLS
+	peer        *http.Server // the agent peer endpoint, once the node address is known
+	reloads     chan reloadRequest
+	wakes       chan struct{}
+	pacemaker   *pacemakerHealth // nil unless pacemaker.enabled
+	report      *reporting       // the kubernetes section; drops Events without it
+	tasks       *opsTasks
+	certs       *certSide // the certificate expiry metric; member restarts after a renewal
+	token       string    // the task API's bearer token (TokenFile)
+	notifier    *systemd.Notifier
+	health      healthState
 }
 
 type reloadRequest struct {
@@ -130,7 +132,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 		}
 		a.pacemaker = &pacemakerHealth{collector: collector}
 	}
-	if a.listener, err = listenAgent(cfg.Agent); err != nil {
+	if a.listener, a.listenerTLS, err = listenAgent(cfg.Agent); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -267,23 +269,7 @@ func (a *Agent) startPeerEndpoint(wg *sync.WaitGroup) {
 	a.peer = consent.Server(consent.Handler(a.node.Answer, a.node.Promise, a.wake), a.peerTLS)
 	srv := a.peer
 	a.log.Info("agent peer endpoint listening", "address", addr, "tls", a.peerTLS != nil)
-	serve(wg, a.log, "agent peer endpoint", srv, l)
-}
-
-// serve serves srv on l (https when srv has a TLS config) until it is
-// shut down.
-func serve(wg *sync.WaitGroup, log *slog.Logger, what string, srv *http.Server, l net.Listener) {
-	wg.Go(func() {
-		var err error
-		if srv.TLSConfig != nil {
-			err = srv.ServeTLS(l, "", "")
-		} else {
-			err = srv.Serve(l)
-		}
-		if err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error(what+" stopped", "error", err)
-		}
-	})
+	httpserve.Serve(wg, a.log, "agent peer endpoint", srv, l)
 }
 
 // localMember is what the local member says about itself, for the member

@@ -12,27 +12,29 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/httpserve"
 	"github.com/etcdlet/etcdlet/daemon/node"
 )
 
-// listenAgent binds the agent listener. With agent.listenTLS it serves
-// https and accepts only clients with a certificate signed by its CA
-// (validation requires the CA, and requires listenTLS off loopback).
-func listenAgent(a config.Agent) (net.Listener, error) {
+// listenAgent binds the agent listener and, with agent.listenTLS, makes
+// the TLS configuration it serves: https that accepts only clients with a
+// certificate signed by its CA (validation requires the CA, and requires
+// listenTLS off loopback). nil without listenTLS.
+func listenAgent(a config.Agent) (net.Listener, *tls.Config, error) {
+	var tlsConfig *tls.Config
+	if a.ListenTLS.Enabled() {
+		f := a.ListenTLS
+		var err error
+		tlsConfig, err = transport.TLSInfo{CertFile: f.CertFile, KeyFile: f.KeyFile, TrustedCAFile: f.CAFile, ClientCertAuth: true}.ServerConfig()
+		if err != nil {
+			return nil, nil, fmt.Errorf("agent.listenTLS: %w", err)
+		}
+	}
 	l, err := net.Listen("tcp", a.Listen)
 	if err != nil {
-		return nil, fmt.Errorf("agent.listen %s: %w", a.Listen, err)
+		return nil, nil, fmt.Errorf("agent.listen %s: %w", a.Listen, err)
 	}
-	if !a.ListenTLS.Enabled() {
-		return l, nil
-	}
-	f := a.ListenTLS
-	tlsConfig, err := transport.TLSInfo{CertFile: f.CertFile, KeyFile: f.KeyFile, TrustedCAFile: f.CAFile, ClientCertAuth: true}.ServerConfig()
-	if err != nil {
-		l.Close()
-		return nil, fmt.Errorf("agent.listenTLS: %w", err)
-	}
-	return tls.NewListener(l, tlsConfig), nil
+	return l, tlsConfig, nil
 }
 
 // healthState is what /healthz and /readyz read besides the last pass's
@@ -94,13 +96,9 @@ func (a *Agent) serveHTTP(wg *sync.WaitGroup) *http.Server {
 	a.tasks.taskRoutes(mux, a.token)
 	// Timeouts, so that a slow or idle client cannot hold connections open:
 	// every answer here is small and made at once.
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+	srv := &http.Server{Handler: mux, TLSConfig: a.listenerTLS, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, IdleTimeout: time.Minute}
-	wg.Go(func() {
-		if err := srv.Serve(a.listener); err != nil && err != http.ErrServerClosed {
-			a.log.Error("agent HTTP listener stopped", "error", err)
-		}
-	})
+	httpserve.Serve(wg, a.log, "agent HTTP listener", srv, a.listener)
 	return srv
 }
 

@@ -21,6 +21,7 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/backupapi"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/httpserve"
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
 	"github.com/etcdlet/etcdlet/daemon/ops"
@@ -186,7 +187,7 @@ func (o *opsTasks) startAPI(wg *sync.WaitGroup, node string) {
 	o.api = backupapi.Server(backupapi.Handler(o, o.log, o.apiTLS != nil), o.apiTLS)
 	srv := o.api
 	o.log.Info("backup-restore API listening", "address", addr, "tls", o.apiTLS != nil)
-	serve(wg, o.log, "backup-restore API", srv, l)
+	httpserve.Serve(wg, o.log, "backup-restore API", srv, l)
 }
 
 func (o *opsTasks) shutdown(ctx context.Context) {

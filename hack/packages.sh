@@ -33,6 +33,7 @@ fail() { log "error: $*"; exit 1; }
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
 cd "$repo"
+source hack/lib/toolchain.sh
 GO=${GO:-go}
 
 # package_version DESCRIBE EPOCH: a version dpkg and rpm both accept and

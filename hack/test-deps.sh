@@ -20,10 +20,11 @@
 # hack/debian-root.sh (ETCDLET_DEBIAN_ROOT) debootstraps the Debian root the
 # package install test boots once, from the Debian mirror (debootstrap below).
 set -euo pipefail
+source "$(dirname "$0")/lib/toolchain.sh"
 
 fail() { echo "test-deps: $*" >&2; exit 1; }
 
-command -v go >/dev/null || fail "Go is not installed; install Go 1.26 from https://go.dev/dl/"
+command -v go >/dev/null || fail "Go is not installed; install Go from https://go.dev/dl/ (any recent version: $GOTOOLCHAIN, which go.mod names, is then fetched through the Go module proxy)"
 [ "$(id -u)" -eq 0 ] || fail "the tests create network namespaces and run a live corosync/pacemaker cluster; run 'sudo make test'"
 
 # program            Debian package        who runs it

@@ -10,6 +10,7 @@
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
+source hack/lib/toolchain.sh
 GO=${GO:-go}
 TEST_FLAGS=${TEST_FLAGS:--count=1 -timeout 25m}
 logs=$(mktemp -d -t etcdlet-test.XXXXXX)

@@ -85,6 +85,7 @@ const (
 	netEtcdctl
 	netCertsKubeadm
 	netReadyNoList
+	netHTTP2
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -3,6 +3,8 @@
 # that it survives `git clean` and only a cold machine pays for it. The
 # caller sets -euo pipefail and defines log and fail.
 
+source "$(dirname "${BASH_SOURCE[0]}")/toolchain.sh"
+
 # cache_subdir SUBDIR: sets bin_root to SUBDIR of the cache, created, its
 # path without symlinks.
 cache_subdir() {
@@ -44,7 +46,7 @@ go_install_cached() {
 		echo "$dir/$name"
 		return 0
 	fi
-	command -v go >/dev/null || fail "go not found in PATH; install Go 1.26 from https://go.dev/dl/"
+	command -v go >/dev/null || fail "go not found in PATH; install Go from https://go.dev/dl/ (any recent version: $GOTOOLCHAIN, which go.mod names, is then fetched through the Go module proxy)"
 	build_dir
 	log "building $package@$version (the first build takes $duration)"
 	local start=$SECONDS

@@ -21,7 +21,7 @@ cache_bin_dir() {
 # into place when finished, so that an interrupted build never leaves a
 # half-written file that the executable check would accept.
 begin_build() {
-	command -v go >/dev/null || fail "go not found in PATH; install Go 1.26 from https://go.dev/dl/"
+	command -v go >/dev/null || fail "go not found in PATH; install Go from https://go.dev/dl/ (any recent version: $GOTOOLCHAIN, which go.mod names, is then fetched through the Go module proxy)"
 	build_dir
 	# GOWORK=off and -mod=readonly: the wrapper must be its own main module
 	# with exactly the versions in its go.sum, whatever the caller's
