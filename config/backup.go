@@ -1,6 +1,8 @@
 package config
 
 import (
+	"errors"
+	"fmt"
 	"net/netip"
 	"net/url"
 	"path/filepath"
@@ -10,7 +12,9 @@ import (
 // Defaults of the backup and tasks sections.
 const (
 	DefaultSnapshotCompression = "gzip"
+	DefaultRetentionPolicy     = RetentionExponential
 	DefaultKeepFull            = 7
+	DefaultAPIMinFullInterval  = time.Minute
 	DefaultBackupAPIPort       = 8080
 	DefaultSnapshotTimeout     = 15 * time.Minute
 	DefaultDefragTimeout       = 30 * time.Minute
@@ -19,6 +23,12 @@ const (
 	DefaultCompactRetain       = 10000
 	DefaultTaskLockTTL         = 30 * time.Second
 	DefaultTaskRequeue         = 15 * time.Second
+)
+
+// Retention policies: etcd-backup-restore's garbage-collection policies.
+const (
+	RetentionExponential = "Exponential"
+	RetentionLimitBased  = "LimitBased"
 )
 
 // Snapshot store providers.
@@ -84,8 +94,14 @@ type BackupSchedule struct {
 
 // BackupRetention says which snapshot objects to keep.
 type BackupRetention struct {
-	// KeepFull full snapshots (and the deltas after the oldest kept) stay.
-	KeepFull int `yaml:"keepFull"`
+	// Policy is Exponential (the default: every snapshot of the last
+	// hour, the newest full of each hour of the last day, of each day of
+	// the last week, of each week of the last four; no number of new
+	// snapshots pushes history out) or LimitBased (KeepFull).
+	Policy string `yaml:"policy"`
+	// KeepFull full snapshots (and the deltas after the oldest kept)
+	// stay, with policy LimitBased.
+	KeepFull int `yaml:"keepFull,omitempty"`
 	// MaxAge drops older objects too (0: no age limit); the newest full
 	// snapshot and its deltas always stay.
 	MaxAge time.Duration `yaml:"maxAge,omitempty"`
@@ -96,12 +112,22 @@ type BackupAPI struct {
 	// Port on the node address; 0 switches the API off.
 	Port int `yaml:"port,omitempty"`
 	// TLS (certFile, keyFile) serves https; the certificate needs the node
-	// address as an IP SAN, which druid dials. No client certificates:
-	// druid sends none.
+	// address as an IP SAN, which druid dials. CAFile asks every client
+	// for a certificate signed by it (etcd-druid v0.38 presents none: use
+	// AllowedClients for druid).
 	TLS TLSFiles `yaml:"tls,omitempty"`
-	// Insecure serves plaintext off loopback: anyone who reaches the port
-	// can order snapshots and read the names of the stored ones.
+	// AllowedClients are the networks (CIDR, or single addresses) whose
+	// clients may connect; any other is disconnected before TLS. For
+	// druid: its pod network, or the addresses of the nodes it runs on.
+	AllowedClients []string `yaml:"allowedClients,omitempty"`
+	// Insecure serves off loopback without TLS or without client
+	// authentication: anyone who reaches the port can order snapshots and
+	// read the names of the stored ones.
 	Insecure bool `yaml:"insecure,omitempty"`
+	// MinFullInterval: a full snapshot ordered within this interval of the
+	// newest full one in the store gets that one, so that no rate of
+	// requests fills the store (0: every request takes one).
+	MinFullInterval time.Duration `yaml:"minFullInterval"`
 }
 
 // Tasks is the "tasks" section: ops tasks run by the agent.
@@ -146,7 +172,13 @@ func (c *Config) applyBackupDefaults(explicit map[string]bool) {
 	if b.Store.Prefix == "" {
 		b.Store.Prefix = c.Cluster.Name
 	}
-	setUnlessExplicit(explicit, "backup.retention.keepFull", &b.Retention.KeepFull, DefaultKeepFull)
+	if b.Retention.Policy == "" {
+		b.Retention.Policy = DefaultRetentionPolicy
+	}
+	if b.Retention.Policy == RetentionLimitBased {
+		setUnlessExplicit(explicit, "backup.retention.keepFull", &b.Retention.KeepFull, DefaultKeepFull)
+	}
+	setUnlessExplicit(explicit, "backup.api.minFullInterval", &b.API.MinFullInterval, DefaultAPIMinFullInterval)
 	t := &c.Tasks
 	setUnlessExplicit(explicit, "tasks.lockTTL", &t.LockTTL, DefaultTaskLockTTL)
 	setUnlessExplicit(explicit, "tasks.requeueInterval", &t.RequeueInterval, DefaultTaskRequeue)
@@ -201,25 +233,23 @@ func (c *Config) validateBackup(errs *Errors) {
 	if b.Schedule.Delta != 0 && b.Schedule.Full == 0 {
 		errs.add("backup.schedule.delta", b.Schedule.Delta, "needs backup.schedule.full: a delta builds on the last full snapshot")
 	}
-	if b.Retention.KeepFull < 1 {
-		errs.add("backup.retention.keepFull", b.Retention.KeepFull, "must be at least 1: the newest full snapshot is never pruned")
+	switch r := b.Retention; r.Policy {
+	case RetentionExponential:
+		if r.KeepFull != 0 {
+			errs.add("backup.retention.keepFull", r.KeepFull, "only used with backup.retention.policy LimitBased (the policy is Exponential)")
+		}
+	case RetentionLimitBased:
+		if r.KeepFull < 1 {
+			errs.add("backup.retention.keepFull", r.KeepFull, "must be at least 1: the newest full snapshot is never pruned")
+		}
+	default:
+		errs.add("backup.retention.policy", r.Policy, "must be Exponential or LimitBased")
 	}
 	if b.Retention.MaxAge < 0 {
 		errs.add("backup.retention.maxAge", b.Retention.MaxAge, "must not be negative")
 	}
-	if a := b.API; a.Port != 0 {
-		checkPort(errs, "backup.api.port", a.Port)
-		if a.TLS.CAFile != "" {
-			errs.add("backup.api.tls.caFile", a.TLS.CAFile, "not used: etcd-druid presents no client certificate")
-		}
-		if (a.TLS.CertFile == "") != (a.TLS.KeyFile == "") {
-			errs.add("backup.api.tls", "certFile/keyFile", "needs both certFile and keyFile")
-		}
-		requireAbsIfSet(errs, "backup.api.tls.certFile", a.TLS.CertFile)
-		requireAbsIfSet(errs, "backup.api.tls.keyFile", a.TLS.KeyFile)
-		if a.TLS.CertFile == "" && !a.Insecure && !c.nodeOnLoopback() {
-			errs.add("backup.api.tls", nil, "required off loopback (the API is served on the node address): set certFile and keyFile, or backup.api.insecure: true to serve plaintext")
-		}
+	if b.API.Port != 0 {
+		c.validateBackupAPI(errs)
 	}
 	t := c.Tasks
 	if t.LockTTL < 5*time.Second || t.LockTTL > 10*time.Minute {
@@ -242,6 +272,87 @@ func (c *Config) validateBackup(errs *Errors) {
 			errs.add(d.path, d.value, "must be between 10s and 24h")
 		}
 	}
+}
+
+// validateBackupAPI: off loopback, the API needs https and a way to tell
+// its callers apart (client certificates or an allow-list of networks),
+// unless insecure says otherwise: an unauthenticated caller could keep the
+// task slot busy and read snapshot names.
+func (c *Config) validateBackupAPI(errs *Errors) {
+	a := c.Backup.API
+	checkPort(errs, "backup.api.port", a.Port)
+	if (a.TLS.CertFile == "") != (a.TLS.KeyFile == "") {
+		errs.add("backup.api.tls", "certFile/keyFile", "needs both certFile and keyFile")
+	}
+	if a.TLS.CAFile != "" && a.TLS.CertFile == "" {
+		errs.add("backup.api.tls.caFile", a.TLS.CAFile, "needs certFile and keyFile: client certificates are asked for over https only")
+	}
+	requireAbsIfSet(errs, "backup.api.tls.certFile", a.TLS.CertFile)
+	requireAbsIfSet(errs, "backup.api.tls.keyFile", a.TLS.KeyFile)
+	requireAbsIfSet(errs, "backup.api.tls.caFile", a.TLS.CAFile)
+	for i, n := range a.AllowedClients {
+		path := fmt.Sprintf("backup.api.allowedClients[%d]", i)
+		p, err := parseNetwork(n)
+		switch {
+		case err != nil:
+			errs.add(path, n, "%v", err)
+		case p.Bits() == 0:
+			errs.add(path, n, "allows every client: list the networks of the API's callers, or set backup.api.insecure: true to say that anyone may call it")
+		}
+	}
+	if a.MinFullInterval < 0 || a.MinFullInterval > time.Hour {
+		errs.add("backup.api.minFullInterval", a.MinFullInterval, "must be between 0 and 1h")
+	}
+	tlsOn, clientAuth := a.TLS.CertFile != "", a.TLS.CAFile != "" || len(a.AllowedClients) > 0
+	switch {
+	case c.nodeOnLoopback():
+	case a.Insecure && tlsOn && clientAuth:
+		errs.add("backup.api.insecure", true, "must not be set with https and client authentication (tls.caFile or allowedClients): it would have no effect, and would read as if the API were open")
+	case a.Insecure:
+	case !tlsOn:
+		errs.add("backup.api.tls", nil, "required off loopback (the API is served on the node address): set certFile and keyFile, or backup.api.insecure: true to serve plaintext")
+	case !clientAuth:
+		errs.add("backup.api", nil, "needs client authentication off loopback: tls.caFile (clients present a certificate signed by it) or allowedClients (the networks of the callers, e.g. etcd-druid's pod network, which presents no certificate), or backup.api.insecure: true to let anyone who reaches the port order snapshots")
+	}
+}
+
+// parseNetwork reads an allowedClients entry: a network in CIDR notation
+// without host bits (10.0.0.0/8), or one address (a /32 or /128).
+func parseNetwork(s string) (netip.Prefix, error) {
+	if a, err := netip.ParseAddr(s); err == nil {
+		if a.Zone() != "" || a.String() != s {
+			return netip.Prefix{}, fmt.Errorf("must be an address in canonical form (%s) without a zone", a.WithZone(""))
+		}
+		return netip.PrefixFrom(a, a.BitLen()), nil
+	}
+	p, err := netip.ParsePrefix(s)
+	if err != nil {
+		return netip.Prefix{}, errors.New("must be a network in CIDR notation (10.0.0.0/8, fd00::/64) or one address")
+	}
+	if p.Masked() != p || p.String() != s {
+		return netip.Prefix{}, fmt.Errorf("must be written as the network it means, %s", p.Masked())
+	}
+	return p, nil
+}
+
+// ClientNetworks is AllowedClients parsed (after validation).
+func (a BackupAPI) ClientNetworks() []netip.Prefix {
+	var out []netip.Prefix
+	for _, n := range a.AllowedClients {
+		if p, err := parseNetwork(n); err == nil {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// backupWarnings: what backup.api.insecure lets anyone do, off loopback.
+func (c *Config) backupWarnings() []string {
+	a := c.Backup.API
+	if a.Port == 0 || !a.Insecure || c.nodeOnLoopback() {
+		return nil // on loopback it changes nothing
+	}
+	return []string{fmt.Sprintf("backup.api.insecure is set: anyone who reaches port %d of the node address can order snapshots and read the names of the stored ones", a.Port)}
 }
 
 func (c *Config) validateS3(errs *Errors, s *S3Store) {
@@ -305,6 +416,9 @@ func (c *Config) checkBackupFiles(errs *Errors) {
 		}
 		if a.TLS.KeyFile != "" && filepath.IsAbs(a.TLS.KeyFile) {
 			checkTrustedFile(errs, "backup.api.tls.keyFile", a.TLS.KeyFile, true)
+		}
+		if a.TLS.CAFile != "" && filepath.IsAbs(a.TLS.CAFile) {
+			checkTrustedFile(errs, "backup.api.tls.caFile", a.TLS.CAFile, false)
 		}
 	}
 }

@@ -140,5 +140,5 @@ func (c *Config) SecurityWarnings() []string {
 			warnings = append(warnings, fmt.Sprintf("etcd.extraArgs sets --%s, allowed by etcd.allowInsecureExtraArgs: %s", name, insecureEtcdFlags[name]))
 		}
 	}
-	return warnings
+	return append(warnings, c.backupWarnings()...)
 }

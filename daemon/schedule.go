@@ -33,8 +33,11 @@ func (o *opsTasks) schedule(ctx context.Context, wg *sync.WaitGroup) {
 		task.Request{Type: "compact", Source: "schedule"})
 }
 
-// every submits req each interval when due says so, and waits for it; a
-// rejection (another task runs) is retried at the next tick.
+// every submits req each interval when due says so, and waits for it.
+// When another task holds the slot, it waits for the slot instead of the
+// next tick, and the API orders nothing meanwhile (scheduleWaiting): a
+// client that orders snapshot after snapshot through the API would
+// otherwise hold the slot at every tick, and the schedule would never run.
 func (o *opsTasks) every(ctx context.Context, interval time.Duration, due func(context.Context) bool, req task.Request) {
 	// A tenth of the interval, so that agents started together spread out
 	// and the check of the store sees the others' snapshots.
@@ -49,7 +52,7 @@ func (o *opsTasks) every(ctx context.Context, interval time.Duration, due func(c
 		if !due(ctx) {
 			continue
 		}
-		t, ok, err := o.runner.Submit(req)
+		t, ok, err := o.submitScheduled(ctx, req, due)
 		if err != nil || !ok {
 			o.log.Debug("scheduled task not started", "type", req.Type, "error", err, "state", t.Phase)
 			continue
@@ -58,6 +61,47 @@ func (o *opsTasks) every(ctx context.Context, interval time.Duration, due func(c
 			o.record(ctx, req.Type, t.LastTransitionTime)
 		}
 	}
+}
+
+// slotPoll is how often a due scheduled task looks whether the task slot
+// is free: a task's steps take seconds at least.
+const slotPoll = time.Second
+
+// submitScheduled submits a due scheduled task as soon as the task slot is
+// free. It gives up when the task is no longer due (a snapshot ordered
+// through the API is a snapshot too) or ctx ends.
+func (o *opsTasks) submitScheduled(ctx context.Context, req task.Request, due func(context.Context) bool) (task.Task, bool, error) {
+	if _, busy := o.activeTask(); busy {
+		o.scheduleWaiting.Add(1)
+		defer o.scheduleWaiting.Add(-1)
+		poll := time.NewTicker(slotPoll)
+		defer poll.Stop()
+		for busy {
+			select {
+			case <-ctx.Done():
+				return task.Task{}, false, ctx.Err()
+			case <-poll.C:
+			}
+			if _, busy = o.activeTask(); !busy && !due(ctx) {
+				return task.Task{}, false, nil
+			}
+		}
+	}
+	return o.runner.Submit(req)
+}
+
+// activeTask is the task of this node that holds the task slot, if any.
+func (o *opsTasks) activeTask() (task.Task, bool) {
+	tasks, err := o.runner.List()
+	if err != nil {
+		return task.Task{}, false
+	}
+	for _, t := range tasks {
+		if !t.Phase.Completed() {
+			return t, true
+		}
+	}
+	return task.Task{}, false
 }
 
 // snapshotDue: a full snapshot when the store's newest is older than the

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -43,6 +44,9 @@ type opsTasks struct {
 	metrics *metrics.Metrics
 	apiTLS  *tls.Config
 	api     *http.Server // once the node address is known
+	// scheduleWaiting counts scheduled tasks that are due and wait for the
+	// task slot: while one does, the API orders nothing (see every).
+	scheduleWaiting atomic.Int32
 }
 
 // TaskLockKey is the etcd key of the cluster-wide task lock; ScheduleKey
@@ -63,7 +67,8 @@ func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m 
 	}
 	o.store = store
 	if a := cfg.Backup.API; a.Port != 0 && a.TLS.CertFile != "" {
-		if o.apiTLS, err = (transport.TLSInfo{CertFile: a.TLS.CertFile, KeyFile: a.TLS.KeyFile}).ServerConfig(); err != nil {
+		info := transport.TLSInfo{CertFile: a.TLS.CertFile, KeyFile: a.TLS.KeyFile, TrustedCAFile: a.TLS.CAFile, ClientCertAuth: a.TLS.CAFile != ""}
+		if o.apiTLS, err = info.ServerConfig(); err != nil {
 			return nil, fmt.Errorf("backup.api.tls: %w", err)
 		}
 	}
@@ -74,7 +79,7 @@ func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m 
 	reg := &task.Registry{}
 	reg.Register(ops.NewSnapshotType(ops.SnapshotDeps{Survey: o.survey, Store: store, Compression: compression,
 		TempDir: filepath.Join(cfg.Agent.StateDir, "tmp"), Log: log,
-		Retention: snapshot.Retention{KeepFull: cfg.Backup.Retention.KeepFull, MaxAge: cfg.Backup.Retention.MaxAge},
+		Retention: snapshot.Retention{Policy: cfg.Backup.Retention.Policy, KeepFull: cfg.Backup.Retention.KeepFull, MaxAge: cfg.Backup.Retention.MaxAge},
 	}, cfg.Tasks.SnapshotTimeout))
 	reg.Register(ops.NewDefragType(o.survey, ops.DefragOptions{Threshold: cfg.Tasks.Defrag.Threshold, CatchUp: time.Minute}, cfg.Tasks.Defrag.Timeout))
 	reg.Register(ops.NewCompactType(o.survey, cfg.Tasks.Compact.Retain, cfg.Tasks.Compact.Timeout))
@@ -184,9 +189,15 @@ func (o *opsTasks) startAPI(wg *sync.WaitGroup, node string) {
 		o.log.Error("backup-restore API cannot listen; etcd-druid cannot order snapshots from this node", "address", addr, "error", err)
 		return
 	}
-	o.api = backupapi.Server(backupapi.Handler(o, o.log, o.apiTLS != nil), o.apiTLS)
+	a := o.cfg.Backup.API
+	if nets := a.ClientNetworks(); len(nets) > 0 {
+		l = httpserve.AllowOnly(l, nets, o.log)
+	}
+	backend := backupapi.Coalesce(o, a.MinFullInterval, time.Now)
+	o.api = backupapi.Server(backupapi.Handler(backend, o.log, o.apiTLS != nil), o.apiTLS)
 	srv := o.api
-	o.log.Info("backup-restore API listening", "address", addr, "tls", o.apiTLS != nil)
+	o.log.Info("backup-restore API listening", "address", addr, "tls", o.apiTLS != nil,
+		"clientCertificates", a.TLS.CAFile != "", "allowedClients", a.AllowedClients)
 	httpserve.Serve(wg, o.log, "backup-restore API", srv, l)
 }
 
@@ -197,17 +208,27 @@ func (o *opsTasks) shutdown(ctx context.Context) {
 }
 
 // TakeSnapshot implements backupapi.Backend: a snapshot task, waited for.
+// It orders nothing while a scheduled task waits for the task slot, so
+// that no rate of API requests starves the schedule; a busy slot is
+// BusyError (503 with Retry-After), not a failure.
 func (o *opsTasks) TakeSnapshot(ctx context.Context, kind string, final bool) (json.RawMessage, error) {
+	retry := o.cfg.Tasks.RequeueInterval
+	if o.scheduleWaiting.Load() > 0 {
+		return nil, &backupapi.BusyError{Reason: "a scheduled task waits for the task slot; it goes first", RetryAfter: retry}
+	}
 	params := map[string]string{ops.ParamKind: kind}
 	if final {
 		params[ops.ParamFinal] = "true"
+	}
+	if active, busy := o.activeTask(); busy {
+		return nil, &backupapi.BusyError{Reason: "task " + active.String() + " holds the task slot", RetryAfter: retry}
 	}
 	t, ok, err := o.runner.Submit(task.Request{Type: "snapshot", Params: params, Source: "backup-restore API"})
 	if err != nil {
 		return nil, err
 	}
 	if !ok {
-		return nil, fmt.Errorf("task %s rejected: %s", t.ID, t.LastOperation.Description)
+		return nil, &backupapi.BusyError{Reason: fmt.Sprintf("task %s rejected: %s", t.ID, t.LastOperation.Description), RetryAfter: retry}
 	}
 	t, err = o.runner.Wait(ctx, t.ID)
 	if err != nil {

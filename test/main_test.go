@@ -86,6 +86,8 @@ const (
 	netCertsKubeadm
 	netReadyNoList
 	netHTTP2
+	netBackupAPIAuth
+	netBackupHistory
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

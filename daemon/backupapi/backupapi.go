@@ -16,6 +16,7 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net/http"
 	"strconv"
@@ -23,6 +24,13 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
+)
+
+// The kinds of snapshot the routes order (the snapshot task's kind
+// parameter).
+const (
+	kindFull  = "full"
+	kindDelta = "delta"
 )
 
 // Backend does the work behind the routes.
@@ -36,6 +44,15 @@ type Backend interface {
 	Healthy(ctx context.Context) bool
 }
 
+// BusyError is a snapshot that cannot start now (another task holds the
+// task slot, or a scheduled task waits for it): 503 with Retry-After.
+type BusyError struct {
+	Reason     string
+	RetryAfter time.Duration
+}
+
+func (e *BusyError) Error() string { return e.Reason }
+
 // Handler serves the routes.
 func Handler(b Backend, log *slog.Logger, tlsOn bool) http.Handler {
 	mux := http.NewServeMux()
@@ -48,10 +65,10 @@ func Handler(b Backend, log *slog.Logger, tlsOn bool) http.Handler {
 				return
 			}
 		}
-		snap(w, r, b, log, "full", final)
+		snap(w, r, b, log, kindFull, final)
 	})
 	mux.HandleFunc("/snapshot/delta", func(w http.ResponseWriter, r *http.Request) {
-		snap(w, r, b, log, "delta", false)
+		snap(w, r, b, log, kindDelta, false)
 	})
 	mux.HandleFunc("/snapshot/latest", func(w http.ResponseWriter, r *http.Request) {
 		full, deltas, err := b.Latest(r.Context())
@@ -94,6 +111,12 @@ func Handler(b Backend, log *slog.Logger, tlsOn bool) http.Handler {
 
 func snap(w http.ResponseWriter, r *http.Request, b Backend, log *slog.Logger, kind string, final bool) {
 	out, err := b.TakeSnapshot(r.Context(), kind, final)
+	var busy *BusyError
+	if errors.As(err, &busy) {
+		w.Header().Set("Retry-After", strconv.Itoa(max(1, int(busy.RetryAfter.Round(time.Second).Seconds()))))
+		fail(w, log, r, http.StatusServiceUnavailable, err.Error())
+		return
+	}
 	if err != nil {
 		fail(w, log, r, http.StatusInternalServerError, err.Error())
 		return

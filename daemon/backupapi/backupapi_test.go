@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"testing"
+	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
 )
@@ -58,6 +59,7 @@ func TestRoutes(t *testing.T) {
 		{"final must be a boolean", http.MethodPost, "/snapshot/full?final=maybe", backend{}, 400, "", ""},
 		{"a failed snapshot is 500 with an empty body", http.MethodPost, "/snapshot/full", backend{err: errors.New("no quorum")}, 500, "", "full"},
 		{"a delta without events is exactly null", http.MethodPost, "/snapshot/delta", backend{}, 200, "null", "delta"},
+		{"busy: 503 with a time to retry", http.MethodPost, "/snapshot/delta", backend{err: &BusyError{Reason: "a scheduled task waits for the task slot", RetryAfter: 2500 * time.Millisecond}}, 503, "", "delta"},
 		{"latest with nothing stored", http.MethodGet, "/snapshot/latest", backend{}, 200, `{"fullSnapshot":null,"deltaSnapshots":null}`, ""},
 		{"latest with a store error", http.MethodGet, "/snapshot/latest", backend{err: errors.New("403")}, 500, "", ""},
 		{"healthy", http.MethodGet, "/healthz", backend{healthy: true}, 200, `{"health":true}`, ""},
@@ -80,6 +82,9 @@ func TestRoutes(t *testing.T) {
 			}
 			if tc.wantCode >= 400 && tc.wantBody == "" && resp.Header.Get("X-Etcdlet-Error") == "" {
 				t.Error("an error answer must say why in X-Etcdlet-Error")
+			}
+			if tc.wantCode == http.StatusServiceUnavailable && resp.Header.Get("Retry-After") != "3" && tc.path != "/healthz" {
+				t.Errorf("Retry-After %q, want 3 (seconds, rounded)", resp.Header.Get("Retry-After"))
 			}
 			if tc.wantKind != "" && (len(b.kinds) != 1 || b.kinds[0] != tc.wantKind) {
 				t.Errorf("snapshots taken %v, want one %s", b.kinds, tc.wantKind)
