@@ -88,6 +88,7 @@ const (
 	netHTTP2
 	netBackupAPIAuth
 	netBackupHistory
+	netLeasePolicy
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

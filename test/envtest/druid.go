@@ -185,7 +185,9 @@ func druidArgs(opts DruidOptions) ([]string, error) {
 		// would only delay the controllers.
 		"--enable-leader-election=false",
 		// The component-protection webhook needs serving certificates and a
-		// webhook configuration; the tests do not exercise it.
+		// webhook configuration. A test that wants it switches it on in
+		// ExtraArgs, which come last (druid takes the last value of a flag
+		// given twice), with its own certificates (test/rbac_policy_test.go).
 		"--enable-etcd-components-webhook=false",
 	}
 	for _, d := range durations {
