@@ -58,7 +58,7 @@ type Agent struct {
 	peerTLS     *tls.Config  // the agent peer endpoint's, nil without peer TLS
 	peer        *http.Server // the agent peer endpoint, once the node address is known
 	reloads     chan reloadRequest
-	wakes       chan struct{}
+	wakes       *consent.Wakes   // wake-ups from other agents, coalesced
 	pacemaker   *pacemakerHealth // nil unless pacemaker.enabled
 	report      *reporting       // the kubernetes section; drops Events without it
 	tasks       *opsTasks
@@ -90,7 +90,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	m := metrics.New()
 	m.SetBuildInfo(version)
 	a := &Agent{cfg: cfg, log: log, version: version, pool: pool, metrics: m, peerTLS: peerTLS,
-		reloads: make(chan reloadRequest), wakes: make(chan struct{}, 1)}
+		reloads: make(chan reloadRequest), wakes: consent.NewWakes(consent.WakeInterval)}
 	host, _ := os.Hostname()
 	if a.report, err = newReporting(cfg, log, m, host); err != nil {
 		pool.Close()
@@ -119,6 +119,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 			events.Eventf(corev1.EventTypeWarning, kube.ReasonDataDirMovedAside, "data dir %s moved aside to %s (kept, not deleted): %s", cfg.Etcd.DataDir, to, reason)
 		},
 	}, st)
+	c.peers.self = func() netip.Addr { return a.node.Self().IP }
 	if a.tasks, a.token, err = a.newTasks(host); err != nil {
 		pool.Close()
 		return nil, err
@@ -209,7 +210,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		case <-a.runtime.Changed():
 			a.node.Progress()
-		case <-a.wakes:
+		case <-a.wakes.C():
 			a.node.Progress()
 		case req := <-a.certs.restarts:
 			a.restartMember(ctx, req)
@@ -266,7 +267,8 @@ func (a *Agent) startPeerEndpoint(wg *sync.WaitGroup) {
 		a.log.Error("agent peer endpoint cannot listen; other nodes cannot ask this one about a bootstrap", "address", addr, "error", err)
 		return
 	}
-	a.peer = consent.Server(consent.Handler(a.node.Answer, a.node.Promise, a.wake), a.peerTLS)
+	guard := consent.NewGuard(a.peerTLS, a.log.With("listener", "agent peer endpoint"))
+	a.peer = consent.Server(consent.Handler(a.node.Answer, a.node.Promise, a.wakes.Wake, guard), a.peerTLS)
 	srv := a.peer
 	a.log.Info("agent peer endpoint listening", "address", addr, "tls", a.peerTLS != nil)
 	httpserve.Serve(wg, a.log, "agent peer endpoint", srv, l)
@@ -311,15 +313,6 @@ func (a *Agent) newTasks(host string) (*opsTasks, string, error) {
 	endpoints := func() []string { return membership.ClientURLs(a.node.Last().Desired) }
 	t, err := newOpsTasks(a.cfg, a.log, a.pool, a.metrics, a.report.events, endpoints, host)
 	return t, token, err
-}
-
-// wake asks the loop for a pass now (another agent changed membership in
-// a way that concerns this node).
-func (a *Agent) wake() {
-	select {
-	case a.wakes <- struct{}{}:
-	default:
-	}
 }
 
 // notify tells systemd that the loop is alive, what the agent is doing,
@@ -377,6 +370,9 @@ type peers struct {
 	client  *consent.Client
 	timeout time.Duration
 	log     *slog.Logger
+	// self is this node's address, which a wake-up leaves from (the node
+	// controller gives it to its asks itself); nil without an agent.
+	self func() netip.Addr
 }
 
 func (p *peers) Ask(ctx context.Context, n netip.Addr) (consent.Answer, error) {
@@ -391,6 +387,9 @@ func (p *peers) Wake(n netip.Addr) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
 		defer cancel()
+		if p.self != nil {
+			ctx = consent.WithSource(ctx, p.self())
+		}
 		if err := p.client.Wake(ctx, n); err != nil {
 			p.log.Debug("could not wake the agent of a node", "node", n.String(), "error", err)
 		}

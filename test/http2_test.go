@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"go.etcd.io/etcd/client/pkg/v3/transport"
 	"golang.org/x/net/http2"
 	"golang.org/x/net/http2/hpack"
 
@@ -41,13 +42,19 @@ func TestHTTP2FloodLeavesTheAgentAlive(t *testing.T) {
 		t.Fatal(err)
 	}
 	anonymous := &tls.Config{RootCAs: withCert.RootCAs}
+	// The peer endpoint answers only a peer certificate valid for the
+	// address it calls from (the test cluster's names 127.0.0.1 too).
+	asPeer, err := transport.TLSInfo{CertFile: pki.ServerCert, KeyFile: pki.ServerKey, TrustedCAFile: pki.CA}.ClientConfig()
+	if err != nil {
+		t.Fatal(err)
+	}
 	listeners := []struct {
 		name, addr, path string
 		tls              *tls.Config
 	}{
 		{"backup-restore API", net.JoinHostPort(c.IP(1), strconv.Itoa(apiPort)), "/healthz", anonymous},
 		{"agent listener", net.JoinHostPort(c.LocalIP(1), strconv.Itoa(c.Ports.Agent)), "/healthz", withCert},
-		{"agent peer endpoint", net.JoinHostPort(c.IP(1), strconv.Itoa(c.Ports.AgentPeer)), "/etcdlet/v1/bootstrap", withCert},
+		{"agent peer endpoint", net.JoinHostPort(c.IP(1), strconv.Itoa(c.Ports.AgentPeer)), "/etcdlet/v1/bootstrap", asPeer},
 	}
 	// The peer endpoint opens once the node address is known.
 	harness.Eventually(t, convergeTimeout, "every listener answers over HTTP/1.1", func() error {

@@ -89,6 +89,8 @@ const (
 	netBackupAPIAuth
 	netBackupHistory
 	netLeasePolicy
+	netPeerWake
+	netForgedPromise
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -128,7 +128,8 @@ func (v Verdict) Reason() string {
 // Evaluate applies the rule: self is this node's own answer (the one it
 // would give), asked are the other listed nodes'. A node that answers no
 // (it has data, has been a member, sees another list) always blocks: a
-// cluster, or another bootstrap, exists. A node that does not answer
+// cluster, or another bootstrap, exists; so does one whose agent refuses
+// to answer this node (RefusedError). A node that does not answer
 // blocks unless the operator approved this list on this node. (A node
 // that was a member and lost its data answers fresh when the operator
 // approved a bootstrap on it: disaster recovery, node by node.)
@@ -138,7 +139,15 @@ func Evaluate(self Answer, asked []Asked) Verdict {
 		v.Refusing = append(v.Refusing, fmt.Sprintf("this node (%s)", why))
 	}
 	for _, a := range asked {
-		if a.Err != nil {
+		switch {
+		case IsRefused(a.Err):
+			// Its agent answers, and not yes: it does not take this node
+			// for a listed peer (another list, a certificate that does not
+			// name this node's address). A refusal, which no approval
+			// outweighs, where silence could be.
+			v.Refusing = append(v.Refusing, fmt.Sprintf("%s (%v)", a.Node, a.Err))
+			continue
+		case a.Err != nil:
 			v.Silent = append(v.Silent, fmt.Sprintf("%s (%v)", a.Node, a.Err))
 			continue
 		}

@@ -68,6 +68,13 @@ func TestEvaluate(t *testing.T) {
 			reasonParts: []string{"refused by 192.0.2.2 (has-data: the data dir holds etcd data)"},
 		},
 		{
+			name: "an agent that refuses to answer this node blocks even an approved bootstrap: a refusal is no silence",
+			self: approved,
+			asked: []Asked{answer("192.0.2.2", nil), {Node: netip.MustParseAddr("192.0.2.3"),
+				Err: &RefusedError{Reason: "only a node of this node's member list may ask for a promise or a wake-up"}}},
+			reasonParts: []string{"refused by 192.0.2.3 (its agent refuses this node: only a node of this node's member list"},
+		},
+		{
 			name:        "a node that has been a member refuses",
 			self:        self,
 			asked:       []Asked{answer("192.0.2.2", func(a *Answer) { a.Phase = Member }), answer("192.0.2.3", nil)},

@@ -5,12 +5,14 @@ import (
 	"context"
 	"crypto/tls"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/netip"
 	"strconv"
+	"strings"
 	"time"
 
 	"go.etcd.io/etcd/client/pkg/v3/transport"
@@ -41,8 +43,9 @@ type Request struct {
 // Handler serves the agent peer endpoint: answer returns this node's
 // current answer, promise its answer to a bootstrap of a list (recording
 // the promise when it agrees), wake asks for a reconcile pass now (it
-// must not block).
-func Handler(answer func() Answer, promise func(list []string) Answer, wake func()) http.Handler {
+// must not block). guard admits the callers first: a promise and a
+// wake-up only from a node of the list in force here (answer's List).
+func Handler(answer func() Answer, promise func(list []string) Answer, wake func(), guard *Guard) http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET "+PathBootstrap, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -61,7 +64,16 @@ func Handler(answer func() Answer, promise func(list []string) Answer, wake func
 		wake()
 		w.WriteHeader(http.StatusNoContent)
 	})
-	return mux
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Only a GET reads; anything else, even a request the mux will
+		// not route, is held to the stricter rule.
+		write := r.Method != http.MethodGet && r.Method != http.MethodHead
+		if err := guard.Admit(r, write, answer().List); err != nil {
+			guard.refuse(w, r, err)
+			return
+		}
+		mux.ServeHTTP(w, r)
+	})
 }
 
 // Server is the agent peer endpoint's HTTP server, with timeouts that a
@@ -95,11 +107,16 @@ type Client struct {
 }
 
 // NewClient builds a client that presents this node's peer certificate
-// and trusts the peer CA. timeout bounds each request.
+// and trusts the peer CA. timeout bounds each request. A request leaves
+// from the address WithSource puts in its context: the other agent takes
+// the caller for the node at the address it calls from.
 func NewClient(peer config.TLSFiles, port int, timeout time.Duration) (*Client, error) {
 	c := &Client{Scheme: "http", Port: port}
-	transportConfig := &http.Transport{DialContext: (&net.Dialer{Timeout: timeout}).DialContext, MaxIdleConnsPerHost: 1,
-		ResponseHeaderTimeout: timeout, IdleConnTimeout: time.Minute}
+	// No connection is kept for a next request: each one is dialled from
+	// its own request's source address, and asks are rare (a few per pass
+	// while a bootstrap is pending, a wake-up per learner added).
+	transportConfig := &http.Transport{DialContext: dialFromSource(timeout), DisableKeepAlives: true,
+		ResponseHeaderTimeout: timeout}
 	if peer.CertFile != "" {
 		info := transport.TLSInfo{CertFile: peer.CertFile, KeyFile: peer.KeyFile, TrustedCAFile: peer.CAFile}
 		tlsConfig, err := info.ClientConfig()
@@ -112,6 +129,64 @@ func NewClient(peer config.TLSFiles, port int, timeout time.Duration) (*Client, 
 	c.HTTP = &http.Client{Transport: transportConfig, Timeout: timeout}
 	return c, nil
 }
+
+type sourceKey struct{}
+
+// WithSource makes requests made with ctx leave from addr, this node's
+// own address. A host with several addresses (a multi-homed host, or
+// loopback addresses of test clusters) would otherwise pick one by its
+// routes, and the other agent would refuse a promise or a wake-up from
+// an address that is not listed, or that the certificate does not name.
+func WithSource(ctx context.Context, addr netip.Addr) context.Context {
+	return context.WithValue(ctx, sourceKey{}, addr)
+}
+
+// SourceOf is the source address WithSource put in ctx, if any.
+func SourceOf(ctx context.Context) (netip.Addr, bool) {
+	src, ok := ctx.Value(sourceKey{}).(netip.Addr)
+	return src, ok && src.IsValid()
+}
+
+// dialFromSource dials from the context's source address, when it has one
+// (a failed dial names it: "dial tcp 192.0.2.1:0->192.0.2.2:2382").
+func dialFromSource(timeout time.Duration) func(ctx context.Context, network, addr string) (net.Conn, error) {
+	return func(ctx context.Context, network, addr string) (net.Conn, error) {
+		d := net.Dialer{Timeout: timeout}
+		if src, ok := SourceOf(ctx); ok {
+			d.LocalAddr = net.TCPAddrFromAddrPort(netip.AddrPortFrom(src, 0))
+		}
+		return d.DialContext(ctx, network, addr)
+	}
+}
+
+// RefusedError is another agent's refusal to answer this node (403): it
+// does not take the caller for a listed peer (docs/membership.md). It is
+// no consent, and never silence: an operator's approval, which outweighs
+// silence, does not outweigh it.
+type RefusedError struct {
+	Reason string
+}
+
+func (e *RefusedError) Error() string { return "its agent refuses this node: " + e.Reason }
+
+// IsRefused reports whether err is another agent's refusal to answer.
+func IsRefused(err error) bool {
+	var r *RefusedError
+	return errors.As(err, &r)
+}
+
+// statusError is the error of an unexpected answer: a RefusedError for a
+// 403, with the reason the agent gave.
+func statusError(resp *http.Response) error {
+	if resp.StatusCode == http.StatusForbidden {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, maxReason))
+		return &RefusedError{Reason: strings.TrimSpace(strings.TrimPrefix(string(body), "refused: "))}
+	}
+	return fmt.Errorf("agent peer endpoint answered %s", resp.Status)
+}
+
+// maxReason bounds what is read of a refusal's reason.
+const maxReason = 1 << 10
 
 func (c *Client) url(node netip.Addr, path string) string {
 	return c.Scheme + "://" + net.JoinHostPort(node.String(), strconv.Itoa(c.Port)) + path
@@ -147,7 +222,7 @@ func (c *Client) answer(req *http.Request) (Answer, error) {
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Answer{}, fmt.Errorf("agent peer endpoint answered %s", resp.Status)
+		return Answer{}, statusError(resp)
 	}
 	var a Answer
 	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&a); err != nil {
@@ -167,9 +242,8 @@ func (c *Client) Wake(ctx context.Context, node netip.Addr) error {
 		return err
 	}
 	defer resp.Body.Close()
-	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, maxAnswer))
 	if resp.StatusCode != http.StatusNoContent {
-		return fmt.Errorf("agent peer endpoint answered %s", resp.Status)
+		return statusError(resp)
 	}
 	return nil
 }

@@ -237,7 +237,7 @@ func (n *Node) askConsent(ctx context.Context, s *Snapshot, approved bool) conse
 		switch {
 		case why == "" && !slices.Equal(a.Answer.Promised, self.List):
 			v.Refusing = append(v.Refusing, fmt.Sprintf("%s (of an earlier list; %s)", a.Node, promisedElse(a.Answer)))
-		case why != "" && a.Err != nil:
+		case why != "" && a.Err != nil && !consent.IsRefused(a.Err):
 			v.Silent = append(v.Silent, fmt.Sprintf("%s (of an earlier list; %s)", a.Node, why))
 		case why != "":
 			v.Refusing = append(v.Refusing, fmt.Sprintf("%s (of an earlier list; %s)", a.Node, why))
@@ -276,8 +276,11 @@ func (n *Node) AskPeers(ctx context.Context, s Snapshot) []consent.Asked {
 }
 
 // askAll asks every node but self, in parallel: for its answer, or, with
-// promise, to agree to a bootstrap of list.
+// promise, to agree to a bootstrap of list. The requests leave from self's
+// address: the other agents take the caller for the node at the address
+// it calls from.
 func (n *Node) askAll(ctx context.Context, self netip.Addr, nodes []netip.Addr, promise bool, list []string) []consent.Asked {
+	ctx = consent.WithSource(ctx, self)
 	var (
 		mu    sync.Mutex
 		wg    sync.WaitGroup
