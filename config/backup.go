@@ -399,10 +399,17 @@ func (s S3Store) S3Credentials() (accessKeyID, secretAccessKey string) {
 // Scheme is the API's URL scheme.
 func (b BackupAPI) Scheme() string { return scheme(b.TLS.CertFile != "") }
 
-// checkBackupFiles checks the files the backup section names on this host.
+// checkBackupFiles checks the files and directories the backup section
+// names on this host.
 func (c *Config) checkBackupFiles(errs *Errors) {
+	if d := c.Backup.Store.Directory; c.Backup.Store.Provider == ProviderLocal && filepath.IsAbs(d) {
+		// restore takes the newest object it finds there for the data.
+		checkTrustedDir(errs, "backup.store.directory", d, d, "must be a directory only root can change")
+	}
 	if s := c.Backup.Store.S3; s != nil && c.Backup.Store.Provider == ProviderS3 && filepath.IsAbs(s.CredentialsDir) {
-		// Credentials: whoever reads them reads every snapshot.
+		// Credentials: whoever reads them reads every snapshot, whoever
+		// changes them chooses where snapshots go and come from.
+		checkTrustedDir(errs, "backup.store.s3.credentialsDir", s.CredentialsDir, s.CredentialsDir, "must be a directory only root can change")
 		id, secret := s.S3Credentials()
 		checkTrustedFile(errs, "backup.store.s3.credentialsDir", id, true)
 		checkTrustedFile(errs, "backup.store.s3.credentialsDir", secret, true)

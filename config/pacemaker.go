@@ -1,13 +1,17 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/etcdlet/etcdlet/config/trust"
 )
 
 // Defaults of the pacemaker section.
@@ -126,6 +130,35 @@ func (o Pacemaker) Validate() error {
 	return errs.Err()
 }
 
+// program is a file of the section: its field (under pacemaker.), its
+// path and, for a program, an example path.
+type program struct{ field, path, example string }
+
+// programs are the tools the collector runs, as root.
+func (o Pacemaker) programs() []program {
+	return []program{
+		{"crmMon", o.CrmMon, DefaultCrmMon},
+		{"cibadmin", o.Cibadmin, DefaultCibadmin},
+		{"corosyncCmapctl", o.CorosyncCmapctl, DefaultCorosyncCmapctl},
+	}
+}
+
+// CheckPrograms refuses, before any of them runs, a program of the
+// section that someone other than root could change: etcdlet runs them as
+// root, whether polling is enabled or not (etcdlet pacemaker status runs
+// them too), so every collector checks them (CheckFiles does only with
+// polling enabled). A program that does not exist is left to the run,
+// which reports pacemaker's state unknown with the reason.
+func (o Pacemaker) CheckPrograms() error {
+	var errs Errors
+	for _, p := range o.programs() {
+		if err := trust.Check(p.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs.add("pacemaker."+p.field, p.path, "%s", untrusted(err))
+		}
+	}
+	return errs.Err()
+}
+
 func (o Pacemaker) validate(errs *Errors) {
 	add := func(field string, value any, rule string, args ...any) {
 		errs.add("pacemaker."+field, value, rule, args...)
@@ -133,16 +166,12 @@ func (o Pacemaker) validate(errs *Errors) {
 	if o.Interval < time.Second {
 		add("interval", o.Interval, "must be at least 1s")
 	}
-	for _, p := range []struct{ field, value, example string }{
-		{"crmMon", o.CrmMon, DefaultCrmMon},
-		{"cibadmin", o.Cibadmin, DefaultCibadmin},
-		{"corosyncCmapctl", o.CorosyncCmapctl, DefaultCorosyncCmapctl},
-	} {
+	for _, p := range o.programs() {
 		switch {
-		case !filepath.IsAbs(p.value):
-			add(p.field, p.value, "must be an absolute path (a program run as root is never looked up in PATH), e.g. %s", p.example)
-		case strings.ContainsAny(p.value, "\x00\n"):
-			add(p.field, p.value, "must not contain a NUL or newline character")
+		case !filepath.IsAbs(p.path):
+			add(p.field, p.path, "must be an absolute path (a program run as root is never looked up in PATH), e.g. %s", p.example)
+		case strings.ContainsAny(p.path, "\x00\n"):
+			add(p.field, p.path, "must not contain a NUL or newline character")
 		}
 	}
 	for _, p := range []struct{ field, value string }{{"corosyncConf", o.CorosyncConf}, {"cibFile", o.CIBFile}} {

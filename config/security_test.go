@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlet/etcdlet/config/trust/trusttest"
 )
 
 // transportRule is the rule a member address off this host breaks while
@@ -255,19 +257,7 @@ func TestTrustedInputs(t *testing.T) {
 		t.Fatal("this test makes files owned by another user and needs root: run it as root (make test does)")
 	}
 	dir := t.TempDir()
-	mkfile := func(name string, mode os.FileMode) string {
-		p := filepath.Join(dir, name)
-		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, []byte("127.0.0.1\n"), mode); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Chmod(p, mode); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	mkfile := func(name string, mode os.FileMode) string { return trusttest.File(t, filepath.Join(dir, name), mode) }
 
 	t.Run("config file writable by group", func(t *testing.T) {
 		p := mkfile("config-g.yaml", 0o664)
@@ -322,7 +312,7 @@ func TestTrustedInputs(t *testing.T) {
 			t.Fatal("CheckFiles blocked on a named pipe")
 		}
 		want := []string{
-			fmt.Sprintf(`etcd.tls.client.keyFile: %q: is readable by others (mode 0644): a private key must not be (chmod o-r %s)`, key, key),
+			fmt.Sprintf(`etcd.tls.client.keyFile: %q: is readable by others (mode 0644): a private key or credential must be readable by root only (chmod o-r %s)`, key, key),
 			fmt.Sprintf(`etcd.tls.client.caFile: %q: must be a file only root can change: %s: %s is writable by others (mode 0666)`, ca, ca, ca),
 			fmt.Sprintf(`etcd.tls.peer.certFile: %q: is a named pipe, want a regular file`, fifo),
 			fmt.Sprintf(`etcd.tls.peer.keyFile: %q: is readable by others`, key),

@@ -12,8 +12,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-
-	"github.com/etcdlet/etcdlet/config/trust"
 )
 
 var (
@@ -303,13 +301,15 @@ func checkTLSFiles(errs *Errors, path string, f TLSFiles) {
 }
 
 // CheckFiles checks the files the configuration names on this host: the
-// TLS certificates and keys can be read, private keys are not readable by
-// others, and every file that decides what etcdlet trusts or runs (the
-// certificates, the pacemaker programs and inputs) can only have been
-// written by root (package trust). It is separate from Validate so that a
-// configuration can be checked on another machine than the node.
+// TLS certificates and keys can be read, secrets (keys, credentials) are
+// readable by root only, every file that decides what etcdlet trusts or
+// runs (the certificates, the pacemaker programs and inputs) can only have
+// been written by root (package trust), and so can the directories etcdlet
+// keeps what it acts on in (see checkDirs). It is separate from Validate
+// so that a configuration can be checked on another machine than the node.
 func (c *Config) CheckFiles() error {
 	var errs Errors
+	c.checkDirs(&errs)
 	for _, section := range []struct {
 		path  string
 		files TLSFiles
@@ -328,36 +328,12 @@ func (c *Config) CheckFiles() error {
 	}
 	c.checkBackupFiles(&errs)
 	if p := c.Pacemaker; p.Enabled {
-		for _, file := range []struct{ field, value string }{
-			{"pacemaker.crmMon", p.CrmMon}, {"pacemaker.cibadmin", p.Cibadmin}, {"pacemaker.corosyncCmapctl", p.CorosyncCmapctl},
-			{"pacemaker.cibFile", p.CIBFile}, {"pacemaker.corosyncConf", p.CorosyncConf},
-		} {
-			if file.value != "" && filepath.IsAbs(file.value) {
-				checkTrustedFile(&errs, file.field, file.value, false)
+		files := append(p.programs(), program{field: "cibFile", path: p.CIBFile}, program{field: "corosyncConf", path: p.CorosyncConf})
+		for _, file := range files {
+			if file.path != "" && filepath.IsAbs(file.path) {
+				checkTrustedFile(&errs, "pacemaker."+file.field, file.path, false)
 			}
 		}
 	}
 	return errs.Err()
-}
-
-// untrusted is the rule a file breaks that someone other than root could
-// have changed (err from trust.Check names what and how to fix it).
-func untrusted(err error) string { return "must be a file only root can change: " + err.Error() }
-
-// checkTrustedFile reports a file that cannot be opened, that someone
-// other than root could change, or, for a private key, that others can
-// read.
-func checkTrustedFile(errs *Errors, field, path string, private bool) {
-	f, fi, err := openRegular(path, true)
-	if err != nil {
-		errs.add(field, path, "%v", err)
-		return
-	}
-	f.Close()
-	if err := trust.Check(path); err != nil {
-		errs.add(field, path, "%s", untrusted(err))
-	}
-	if perm := fi.Mode().Perm(); private && perm&0o004 != 0 {
-		errs.add(field, path, "is readable by others (mode %04o): a private key must not be (chmod o-r %s)", perm, path)
-	}
 }

@@ -34,11 +34,15 @@ func ReadToken(stateDir string) (string, error) {
 }
 
 // readSecretLine reads a small file holding one secret (a token, a key):
-// a regular file, not through a symbolic link, trimmed, not empty.
+// a regular file, not through a symbolic link, that only root can change
+// and read (config.CheckSecret), trimmed, not empty.
 func readSecretLine(path string) (string, error) {
-	b, _, err := config.ReadRegularNoFollow(path, 4096)
+	b, fi, err := config.ReadRegularNoFollow(path, 4096)
 	if err != nil {
 		return "", err
+	}
+	if err := config.CheckSecret(path, fi); err != nil {
+		return "", fmt.Errorf("%s: %w", path, err)
 	}
 	v := strings.TrimSpace(string(b))
 	if v == "" {

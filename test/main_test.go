@@ -91,6 +91,7 @@ const (
 	netLeasePolicy
 	netPeerWake
 	netForgedPromise
+	netTrust
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

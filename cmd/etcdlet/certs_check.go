@@ -10,7 +10,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/pki"
 )
@@ -70,9 +69,9 @@ Exit codes, for scripts (the first that holds wins):
 			if warn < 0 {
 				return fmt.Errorf("--warn %s: must not be negative", warn)
 			}
-			cfg, err := config.Load(path)
+			cfg, err := loadValidConfig(path)
 			if err != nil {
-				return fmt.Errorf("invalid configuration %s:\n%w", path, err)
+				return err
 			}
 			return runCertsCheck(cmd.OutOrStdout(), daemon.CertTargets(cfg), output, warn, time.Now())
 		},

@@ -113,13 +113,19 @@ func runCertsRenew(cmd *cobra.Command, o certsRenewOptions, now time.Time) error
 	case o.validity <= 0:
 		return fmt.Errorf("--validity %s: must be positive", o.validity)
 	}
+	// The restart acts on the configuration: one that etcdlet refuses
+	// stops the command before it renews anything.
+	cfg, err := loadValidConfig(o.config)
+	if err != nil && !o.noRestart {
+		return err
+	}
 	out := cmd.OutOrStdout()
 	if !o.restartOnly {
 		renewed, err := renewFiles(out, cmd.ErrOrStderr(), o, now)
 		if err != nil || o.dryRun {
 			return err
 		}
-		warnUnused(cmd.ErrOrStderr(), o.config, renewed)
+		warnUnused(cmd.ErrOrStderr(), cfg, renewed)
 	}
 	if o.noRestart {
 		fmt.Fprintln(out, "\nNot restarting the local member (--no-restart); when you do: etcdlet certs renew --restart-only")
@@ -200,11 +206,11 @@ func renewFiles(out, stderr io.Writer, o certsRenewOptions, now time.Time) ([]st
 
 // warnUnused warns when the configuration's member certificates are not
 // among the renewed files: the member would restart on files that did not
-// change.
-func warnUnused(stderr io.Writer, path string, renewed []string) {
-	cfg, err := config.Load(path)
-	if err != nil {
-		return // the restart, which needs it, says what is wrong
+// change. Without a valid configuration (cfg nil; --no-restart) there is
+// nothing to compare with.
+func warnUnused(stderr io.Writer, cfg *config.Config, renewed []string) {
+	if cfg == nil {
+		return
 	}
 	for _, f := range []struct{ field, file string }{
 		{"etcd.tls.client.certFile", cfg.Etcd.TLS.Client.CertFile}, {"etcd.tls.peer.certFile", cfg.Etcd.TLS.Peer.CertFile},

@@ -45,8 +45,12 @@ not be given on a node that runs pacemaker with the defaults). With
 --cib-file, crm_mon runs with CIB_file=FILE and the CIB is read from FILE:
 no running cluster is needed.
 
+crm_mon, cibadmin and corosync-cmapctl run as root: one that someone other
+than root could change is refused before any of them runs, also when
+pacemaker.enabled is false (see docs/config.md, "Secure by default").
+
 Exits 1 when pacemaker's state is unknown (crm_mon missing, not connected,
-failing), printing why.`,
+failing), printing why, or when a program is refused.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != pacemaker.FormatYAML && output != pacemaker.FormatJSON && output != pacemaker.FormatTable {
@@ -94,9 +98,9 @@ func pacemakerOptions(path string, explicit bool) (config.Pacemaker, error) {
 		slog.Debug("no configuration file; using the pacemaker defaults", "config", path)
 		return config.DefaultPacemaker(), nil
 	}
-	cfg, err := config.Load(path)
+	cfg, err := loadValidConfig(path)
 	if err != nil {
-		return config.Pacemaker{}, fmt.Errorf("invalid configuration %s:\n%w", path, err)
+		return config.Pacemaker{}, err
 	}
 	return cfg.Pacemaker, nil
 }

@@ -7,7 +7,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
@@ -49,9 +48,9 @@ healthy cluster in two); --force skips the second check. It asks for
 confirmation unless --yes.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			cfg, err := config.Load(path)
+			cfg, err := loadValidConfig(path)
 			if err != nil {
-				return fmt.Errorf("invalid configuration %s:\n%w", path, err)
+				return err
 			}
 			out := cmd.OutOrStdout()
 			now := time.Now()

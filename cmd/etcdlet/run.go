@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/logging"
 )
@@ -32,9 +31,10 @@ local member is a healthy voter in the list, or the node is correctly idle;
 
 Signals:
   SIGTERM, SIGINT  stop the local etcd member cleanly and exit 0
-  SIGHUP           reload the configuration file; changes to the member list
-                   source and cluster.replicas apply at once, a change to any
-                   other field is refused (logged) and needs a restart`,
+  SIGHUP           reload the configuration file, checked as at start
+                   (etcdlet validate); changes to the member list source and
+                   cluster.replicas apply at once, a change to any other
+                   field is refused (logged) and needs a restart`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadValidConfig(path)
@@ -53,7 +53,7 @@ Signals:
 			defer signal.Stop(hup)
 			go func() {
 				for range hup {
-					reloaded, err := config.Load(path)
+					reloaded, err := loadValidConfig(path)
 					if err != nil {
 						log.Error("configuration reload rejected; the running configuration stays in force", "config", path, "problems", err.Error())
 						agent.RejectReload(err) // /readyz says so

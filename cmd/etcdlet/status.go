@@ -69,9 +69,9 @@ list problem is printed either way.`,
 			if output != "table" && output != "json" {
 				return fmt.Errorf("--output %q: must be table or json", output)
 			}
-			cfg, err := config.Load(path)
+			cfg, err := loadValidConfig(path)
 			if err != nil {
-				return fmt.Errorf("invalid configuration %s:\n%w", path, err)
+				return err
 			}
 			report, err := waitForReport(cmd.Context(), cfg, wait)
 			if err != nil {

@@ -249,9 +249,9 @@ type taskClient struct {
 }
 
 func newTaskClient(path string) (*taskClient, error) {
-	cfg, err := config.Load(path)
+	cfg, err := loadValidConfig(path)
 	if err != nil {
-		return nil, fmt.Errorf("invalid configuration %s:\n%w", path, err)
+		return nil, err
 	}
 	token, err := daemon.ReadToken(cfg.Agent.StateDir)
 	if err != nil {

@@ -3,11 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"slices"
 
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/etcdflags"
+	"github.com/etcdlet/etcdlet/daemon/kube"
 )
 
 func newValidateCommand() *cobra.Command {
@@ -22,9 +25,17 @@ valid IPs in canonical form, no duplicates, exactly cluster.replicas entries
 when set) and the etcd flags in etcd.extraArgs.
 
 It also checks that the files the configuration names on this host (the
-configuration itself, the members file, certificates and keys, pacemaker
-programs) can only be changed by root, and that private keys are not
-readable by others: see docs/config.md, "Secure by default".
+configuration itself, the members file, certificates and keys, the
+kubeconfig and the files and exec plugin it names, S3 credentials, pacemaker
+programs) and the directories etcdlet keeps what it acts on in
+(agent.stateDir, the one above etcd.dataDir, backup.store.directory,
+backup.store.s3.credentialsDir; where one does not exist yet, the directory
+it will be created in) can only be changed by root, that keys and
+credentials are readable by root only (not by others, nor by a group other
+than root's), and that a kubeconfig has no auth-provider plugin and an exec
+plugin only at an absolute path: see docs/config.md, "Secure by default".
+Every other command that reads the configuration runs the same checks and
+refuses to act, or to run any program, when one fails.
 
 Prints one line per problem, "<field>: <value>: <rule>", and exits 1 if
 there is any; prints a summary and exits 0 otherwise, followed by an
@@ -71,7 +82,9 @@ func validateFile(path string) (config.Errors, *config.Config, error) {
 
 // validateConfig checks the configuration itself, without the members
 // file: a daemon must start with a valid configuration even while the
-// externally managed list is momentarily invalid or missing.
+// externally managed list is momentarily invalid or missing. It is the
+// only caller of config.Load (TestOneLoadingPath): every command goes
+// through it, so none skips a check of the files it acts on.
 func validateConfig(path string) (config.Errors, *config.Config, error) {
 	cfg, err := config.Load(path)
 	var problems config.Errors
@@ -85,11 +98,24 @@ func validateConfig(path string) (config.Errors, *config.Config, error) {
 	if errors.As(cfg.CheckFiles(), &fileProblems) {
 		problems = append(problems, fileProblems...)
 	}
+	problems = append(problems, checkKubeconfig(cfg, fileProblems)...)
 	return append(problems, etcdflags.Validate(cfg.Etcd.ExtraArgs, cfg.Etcd.Runtime == config.RuntimeEmbedded)...), cfg, nil
 }
 
+// checkKubeconfig returns what the agent would refuse in the kubeconfig's
+// content (kube.CheckKubeconfig: credential plugins, the files it names),
+// unless CheckFiles already refused the file itself (fileProblems).
+func checkKubeconfig(cfg *config.Config, fileProblems config.Errors) config.Errors {
+	k := cfg.Kubernetes.Kubeconfig
+	if k == "" || !filepath.IsAbs(k) || slices.ContainsFunc(fileProblems, func(p config.FieldError) bool { return p.Path == "kubernetes.kubeconfig" }) {
+		return nil
+	}
+	return kube.CheckKubeconfig(k)
+}
+
 // loadValidConfig loads a configuration that commands act on: any problem
-// is an error listing every problem, one per line.
+// is an error listing every problem, one per line. Every command that acts
+// or runs a program loads its configuration here.
 func loadValidConfig(path string) (*config.Config, error) {
 	problems, cfg, err := validateConfig(path)
 	if err != nil {

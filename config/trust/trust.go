@@ -47,6 +47,58 @@ func Check(path string) error {
 	return nil
 }
 
+// CheckDir is Check for a directory etcdlet keeps its own files in and
+// reads them back from (the state dir, a snapshot store), which it creates
+// when it is missing. The directory itself is checked when it exists, else
+// the nearest directory above it that does, where it will be created (the
+// path is cut at its last component as os.MkdirAll does). Unlike a
+// directory on the way to a file, the one checked must not be writable by
+// others even with the sticky bit: there anyone could create the entries
+// etcdlet reads back before it does. It must be a directory. path must be
+// absolute.
+func CheckDir(path string) error {
+	if !filepath.IsAbs(path) {
+		return fmt.Errorf("%s: must be an absolute path", path)
+	}
+	existing, exists, err := nearestExisting(path)
+	if err != nil {
+		return fmt.Errorf("%s: %w", path, err)
+	}
+	where := path
+	if !exists {
+		where = fmt.Sprintf("%s does not exist yet; %s, where it would be created", path, existing)
+	}
+	w := walker{euid: os.Geteuid()}
+	if err := w.walk(existing); err != nil {
+		return fmt.Errorf("%s: %w", where, err)
+	}
+	fi, err := os.Stat(existing)
+	if err != nil {
+		return fmt.Errorf("%s: cannot check %s: %w", where, existing, err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("%s: %s is not a directory", where, existing)
+	}
+	return nil
+}
+
+// nearestExisting returns path and true when it exists (as a name: a
+// symbolic link counts, and walk then checks where it leads), else the
+// nearest existing directory above it and false.
+func nearestExisting(path string) (string, bool, error) {
+	full := strings.TrimRight(path, "/")
+	for p := full; p != ""; p = strings.TrimRight(p[:strings.LastIndex(p, "/")], "/") {
+		_, err := os.Lstat(p)
+		if err == nil {
+			return p, p == full, nil
+		}
+		if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+			return "", false, fmt.Errorf("cannot check %s: %w", p, err)
+		}
+	}
+	return "/", full == "", nil
+}
+
 type walker struct {
 	euid  int
 	links int

@@ -7,15 +7,15 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/etcdlet/etcdlet/config/trust/trusttest"
 )
 
 // otherUID owns the files of the untrusted cases.
 const otherUID = 4242
 
 func TestCheck(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Fatal("this test makes files owned by another user and needs root: run it as root (make test does)")
-	}
+	trusttest.RequireRoot(t)
 	tests := []struct {
 		name string
 		// setup builds a layout under root and returns the path to check.
@@ -116,6 +116,85 @@ func TestCheck(t *testing.T) {
 	}
 }
 
+// A directory etcdlet keeps its files in is checked where it is, or,
+// before it is created, where it will be created; unlike a directory on
+// the way to a file, it must not be writable by others even when sticky.
+func TestCheckDir(t *testing.T) {
+	trusttest.RequireRoot(t)
+	tests := []struct {
+		name string
+		// setup builds a layout under root and returns the directory to check.
+		setup   func(t *testing.T, root string) string
+		wantErr string
+	}{
+		{"private directory", func(t *testing.T, root string) string {
+			return dir(t, root, "var/lib/etcdlet", 0o700)
+		}, ""},
+		{"missing directory under a private one", func(t *testing.T, root string) string {
+			dir(t, root, "var/lib", 0o755)
+			return filepath.Join(root, "var/lib/etcdlet/agent")
+		}, ""},
+		{"trailing slash", func(t *testing.T, root string) string {
+			return dir(t, root, "state", 0o700) + "/"
+		}, ""},
+		{"directory owned by another user", func(t *testing.T, root string) string {
+			p := dir(t, root, "state", 0o700)
+			chown(t, p, otherUID)
+			return p
+		}, "state is owned by uid 4242, must be owned by root"},
+		{"group-writable directory", func(t *testing.T, root string) string {
+			return dir(t, root, "state", 0o770)
+		}, "state is writable by group (mode 0770)"},
+		{"sticky world-writable directory itself", func(t *testing.T, root string) string {
+			return dir(t, root, "snapshots", 0o777|fs.ModeSticky)
+		}, "snapshots is writable by others (mode 0777)"},
+		{"missing directory under another user's", func(t *testing.T, root string) string {
+			p := dir(t, root, "home/user", 0o755)
+			chown(t, p, otherUID)
+			return filepath.Join(p, "etcdlet/state")
+		}, "etcdlet/state does not exist yet; " + "ROOT/home/user, where it would be created: ROOT/home/user is owned by uid 4242"},
+		{"missing directory under a sticky world-writable one", func(t *testing.T, root string) string {
+			p := dir(t, root, "tmp", 0o777|fs.ModeSticky)
+			return filepath.Join(p, "state")
+		}, "tmp is writable by others (mode 0777)"},
+		{"existing directory below a sticky one", func(t *testing.T, root string) string {
+			dir(t, root, "tmp", 0o777|fs.ModeSticky)
+			return dir(t, root, "tmp/state", 0o700)
+		}, ""},
+		{"a link to another user's directory", func(t *testing.T, root string) string {
+			p := dir(t, root, "home/user/state", 0o700)
+			chown(t, p, otherUID)
+			link(t, p, filepath.Join(root, "var/state"))
+			return filepath.Join(root, "var/state")
+		}, "home/user/state is owned by uid 4242"},
+		{"a file, not a directory", func(t *testing.T, root string) string {
+			return file(t, root, "state", 0o600)
+		}, "state is not a directory"},
+		{"missing below a file", func(t *testing.T, root string) string {
+			return filepath.Join(file(t, root, "state", 0o600), "agent")
+		}, "state is not a directory"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			path := tt.setup(t, root)
+			wantErr := strings.ReplaceAll(tt.wantErr, "ROOT", root)
+			err := CheckDir(path)
+			switch {
+			case wantErr == "" && err != nil:
+				t.Fatalf("CheckDir(%s) = %v, want trusted", path, err)
+			case wantErr != "" && err == nil:
+				t.Fatalf("CheckDir(%s) = nil, want an error containing %q", path, wantErr)
+			case wantErr != "" && !strings.Contains(err.Error(), wantErr):
+				t.Fatalf("CheckDir(%s) = %v, want an error containing %q", path, err, wantErr)
+			}
+		})
+	}
+	if err := CheckDir("var/lib/etcdlet"); err == nil || !strings.Contains(err.Error(), "must be an absolute path") {
+		t.Fatalf("CheckDir(relative) = %v, want the absolute-path rule", err)
+	}
+}
+
 func TestCheckMissingWrapsNotExist(t *testing.T) {
 	err := Check(filepath.Join(t.TempDir(), "missing"))
 	if !errors.Is(err, fs.ErrNotExist) {
@@ -129,18 +208,19 @@ func TestCheckRefusesRelativePaths(t *testing.T) {
 	}
 }
 
+// file, dir, chmod and chown make the layouts of the tables under root
+// (package trusttest).
 func file(t *testing.T, root, rel string, mode fs.FileMode) string {
-	t.Helper()
-	p := filepath.Join(root, rel)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte("192.0.2.10\n"), mode); err != nil {
-		t.Fatal(err)
-	}
-	chmod(t, p, mode) // past the umask
-	return p
+	return trusttest.File(t, filepath.Join(root, rel), mode)
 }
+
+func dir(t *testing.T, root, rel string, mode fs.FileMode) string {
+	return trusttest.Dir(t, filepath.Join(root, rel), mode)
+}
+
+func chmod(t *testing.T, p string, mode fs.FileMode) { trusttest.Chmod(t, p, mode) }
+
+func chown(t *testing.T, p string, uid int) { trusttest.Chown(t, p, uid, 0) }
 
 func link(t *testing.T, target, at string) {
 	t.Helper()
@@ -148,20 +228,6 @@ func link(t *testing.T, target, at string) {
 		t.Fatal(err)
 	}
 	if err := os.Symlink(target, at); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func chmod(t *testing.T, p string, mode fs.FileMode) {
-	t.Helper()
-	if err := os.Chmod(p, mode); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func chown(t *testing.T, p string, uid int) {
-	t.Helper()
-	if err := os.Chown(p, uid, 0); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -14,7 +14,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crlog "sigs.k8s.io/controller-runtime/pkg/log"
@@ -62,13 +61,19 @@ func NewScheme() (*runtime.Scheme, error) {
 	return s, nil
 }
 
-// NewClients loads the kubeconfig of k and builds the clients, rate
-// limited by k.QPS and k.Burst. No request is sent here: the API server
-// may well be away when the agent starts. Per-call timeouts are set by
-// the callers' contexts (kubernetes.callTimeout), not on the transport,
-// which would also cut the long-running watch of the Etcd resource.
+// NewClients loads the kubeconfig of k (LoadKubeconfig: refused when it
+// would run or trust what someone other than root can change) and builds
+// the clients, rate limited by k.QPS and k.Burst. No request is sent here:
+// the API server may well be away when the agent starts. Per-call timeouts
+// are set by the callers' contexts (kubernetes.callTimeout), not on the
+// transport, which would also cut the long-running watch of the Etcd
+// resource.
 func NewClients(k config.Kubernetes) (*Clients, error) {
-	rc, err := clientcmd.BuildConfigFromFlags("", k.Kubeconfig)
+	kc, err := LoadKubeconfig(k.Kubeconfig)
+	if err != nil {
+		return nil, fmt.Errorf("kubeconfig refused:\n%w", err)
+	}
+	rc, err := restConfig(kc)
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes.kubeconfig %s: %w", k.Kubeconfig, err)
 	}

@@ -68,10 +68,15 @@ type Collector struct {
 }
 
 // NewCollector validates opts and returns a collector that runs the real
-// commands.
+// commands. It refuses programs that someone other than root could change
+// before any of them runs (the agent and etcdlet pacemaker status both
+// come through here).
 func NewCollector(opts config.Pacemaker, log *slog.Logger) (*Collector, error) {
 	if err := opts.Validate(); err != nil {
 		return nil, fmt.Errorf("invalid pacemaker options: %w", err)
+	}
+	if err := opts.CheckPrograms(); err != nil {
+		return nil, fmt.Errorf("refused to run the pacemaker programs:\n%w", err)
 	}
 	if log == nil {
 		log = slog.Default()

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/config/trust/trusttest"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/crmmon"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/internal/reach"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/runner"
@@ -307,5 +308,21 @@ func TestPollDurationAndTime(t *testing.T) {
 	snap := c.Poll(context.Background())
 	if snap.Time.Before(before) || snap.Duration <= 0 || snap.Duration > 10*time.Second {
 		t.Errorf("Time = %s, Duration = %s; want the poll's start and a positive duration", snap.Time, snap.Duration)
+	}
+}
+
+// A collector is refused, before any program runs, when one of them could
+// be changed by someone other than root: the agent and etcdlet pacemaker
+// status run them as root.
+func TestNewCollectorRefusesUntrustedPrograms(t *testing.T) {
+	trusttest.RequireRoot(t)
+	planted := trusttest.File(t, filepath.Join(t.TempDir(), "bin", "cibadmin"), 0o755)
+	trusttest.Chown(t, planted, trusttest.Nobody, trusttest.Nobody)
+	o := config.DefaultPacemaker()
+	o.Cibadmin = planted
+	_, err := NewCollector(o, quietLog())
+	want := fmt.Sprintf("refused to run the pacemaker programs:\npacemaker.cibadmin: %q: must be a file only root can change: %s: %s is owned by uid 65534", planted, planted, planted)
+	if err == nil || !strings.HasPrefix(err.Error(), want) {
+		t.Fatalf("NewCollector = %v, want an error starting %q", err, want)
 	}
 }

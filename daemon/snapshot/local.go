@@ -10,6 +10,7 @@ import (
 	"path"
 	"path/filepath"
 
+	"github.com/etcdlet/etcdlet/config/trust"
 	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 )
 
@@ -23,16 +24,31 @@ type LocalStore struct {
 }
 
 // NewLocalStore creates (0700) the directory <dir>/<prefix>/v2 if needed.
+// dir, and then every directory down to v2, must be one only root can
+// change (package trust): restore takes the newest object it lists for
+// the data of a new cluster, so a planted one would be restored.
 func NewLocalStore(dir, prefix string) (*LocalStore, error) {
 	p, err := cleanPrefix(prefix)
 	if err != nil {
 		return nil, fmt.Errorf("local snapshot store %s: %w", dir, err)
 	}
+	if err := trust.CheckDir(dir); err != nil {
+		return nil, untrustedStore(err)
+	}
 	v2 := filepath.Join(dir, filepath.FromSlash(p), "v2")
 	if err := os.MkdirAll(v2, 0o700); err != nil {
 		return nil, fmt.Errorf("local snapshot store: %w", err)
 	}
+	// Below a trusted dir, only root creates directories; one that was
+	// there before it was trusted is checked all the same.
+	if err := trust.CheckDir(v2); err != nil {
+		return nil, untrustedStore(err)
+	}
 	return &LocalStore{dir: dir, prefix: p, v2: v2}, nil
+}
+
+func untrustedStore(err error) error {
+	return fmt.Errorf("local snapshot store (backup.store.directory) must be a directory only root can change: %w", err)
 }
 
 func (l *LocalStore) String() string { return l.v2 }

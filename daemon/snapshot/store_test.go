@@ -15,6 +15,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/etcdlet/etcdlet/config/trust/trusttest"
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
 	"github.com/etcdlet/etcdlet/test/s3test"
 )
@@ -226,6 +227,55 @@ func TestLocalStoreModes(t *testing.T) {
 	}
 	if _, err := snapshot.NewLocalStore(dir, "../up"); err == nil {
 		t.Error("a prefix leaving the directory was accepted")
+	}
+}
+
+// A local store is opened only in a directory only root can change: a
+// planted object became the "newest full snapshot" restore used.
+func TestLocalStoreMustBeTrusted(t *testing.T) {
+	trusttest.RequireRoot(t)
+	mkdir := func(t *testing.T, path string, mode os.FileMode, uid int) string {
+		trusttest.Dir(t, path, mode)
+		trusttest.Chown(t, path, uid, uid)
+		return path
+	}
+	const nobody = trusttest.Nobody
+	tests := []struct {
+		name string
+		// place makes the layout under root and returns the store's directory.
+		place   func(t *testing.T, root string) string
+		wantErr string // "": opens
+	}{
+		{"private directory", func(t *testing.T, root string) string {
+			return mkdir(t, filepath.Join(root, "snapshots"), 0o700, 0)
+		}, ""},
+		{"another user's directory", func(t *testing.T, root string) string {
+			return mkdir(t, filepath.Join(root, "snapshots"), 0o700, nobody)
+		}, "ROOT/snapshots: ROOT/snapshots is owned by uid 65534"},
+		{"group-writable directory", func(t *testing.T, root string) string {
+			return mkdir(t, filepath.Join(root, "snapshots"), 0o770, 0)
+		}, "ROOT/snapshots: ROOT/snapshots is writable by group (mode 0770)"},
+		{"not created yet, in another user's directory", func(t *testing.T, root string) string {
+			return filepath.Join(mkdir(t, filepath.Join(root, "home"), 0o755, nobody), "snapshots")
+		}, "ROOT/home/snapshots does not exist yet; ROOT/home, where it would be created: ROOT/home is owned by uid 65534"},
+		{"a prefix directory planted by another user", func(t *testing.T, root string) string {
+			dir := mkdir(t, filepath.Join(root, "snapshots"), 0o700, 0)
+			mkdir(t, filepath.Join(dir, "etcd", "v2"), 0o700, nobody)
+			return dir
+		}, "ROOT/snapshots/etcd/v2: ROOT/snapshots/etcd/v2 is owned by uid 65534"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			_, err := snapshot.NewLocalStore(tt.place(t, root), "etcd")
+			want := strings.ReplaceAll(tt.wantErr, "ROOT", root)
+			switch {
+			case want == "" && err != nil:
+				t.Fatalf("NewLocalStore = %v, want it opened", err)
+			case want != "" && (err == nil || !strings.HasPrefix(err.Error(), "local snapshot store (backup.store.directory) must be a directory only root can change: "+want)):
+				t.Fatalf("NewLocalStore = %v, want the refusal %q", err, want)
+			}
+		})
 	}
 }
 

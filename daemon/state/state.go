@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/config/trust"
 	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 )
@@ -192,7 +193,14 @@ const MaxFileBytes = 1 << 20
 // what allows a bootstrap. A FIFO does not block the read, and a symlink
 // is refused rather than followed (WriteJSON would replace it by a file
 // anyway, so a state read through one would be lost at the next save).
+// The state dir and the file must be ones only root can change (package
+// trust), checked at every read as the members file is: a planted
+// operator.json approves a bootstrap, and a removed state.json reads as a
+// node that was never a member.
 func (s Store) ReadJSON(name string, v any) (found bool, err error) {
+	if err := trust.CheckDir(s.Dir); err != nil {
+		return false, fmt.Errorf("state dir (agent.stateDir) must be a directory only root can change: %w", err)
+	}
 	path := filepath.Join(s.Dir, name)
 	data, _, err := config.ReadRegularNoFollow(path, MaxFileBytes)
 	if errors.Is(err, fs.ErrNotExist) {
@@ -203,6 +211,9 @@ func (s Store) ReadJSON(name string, v any) (found bool, err error) {
 	}
 	if err != nil {
 		return false, fmt.Errorf("state file %s %w", path, err)
+	}
+	if err := trust.Check(path); err != nil {
+		return false, fmt.Errorf("state file must be a file only root can change: %w", err)
 	}
 	if err := json.Unmarshal(data, v); err != nil {
 		return false, fmt.Errorf("parse %s: %w", path, err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/config/trust/trusttest"
 )
 
 func TestStoreRoundTripAndModes(t *testing.T) {
@@ -125,6 +126,63 @@ func TestStateFilesAreReadWithinTheRules(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// The state is read only from a state dir, and files, that only root can
+// change: a planted operator.json approved a bootstrap of a node whose
+// listed peer was silent. Refused, never read as an absent file.
+func TestStateDirMustBeTrusted(t *testing.T) {
+	trusttest.RequireRoot(t)
+	const nobody = trusttest.Nobody
+	approval := `{"bootstrapApproval": {"list": ["192.0.2.1", "192.0.2.2"], "at": "2026-11-21T00:00:00Z"}}`
+	tests := []struct {
+		name string
+		// place makes the layout under root and returns the state dir.
+		place   func(t *testing.T, root string) string
+		wantErr string // "": loads
+	}{
+		{"private state dir", func(t *testing.T, root string) string {
+			dir := trusttest.Dir(t, filepath.Join(root, "state"), 0o700)
+			writeFile(t, filepath.Join(dir, OperatorFile), approval)
+			return dir
+		}, ""},
+		{"planted in another user's state dir", func(t *testing.T, root string) string {
+			dir := trusttest.Dir(t, filepath.Join(root, "state"), 0o700)
+			writeFile(t, filepath.Join(dir, OperatorFile), approval)
+			trusttest.Chown(t, dir, nobody, nobody)
+			trusttest.Chown(t, filepath.Join(dir, OperatorFile), nobody, nobody)
+			return dir
+		}, "state dir (agent.stateDir) must be a directory only root can change: ROOT/state: ROOT/state is owned by uid 65534"},
+		{"group-writable state dir", func(t *testing.T, root string) string {
+			dir := trusttest.Dir(t, filepath.Join(root, "state"), 0o770)
+			writeFile(t, filepath.Join(dir, OperatorFile), approval)
+			return dir
+		}, "state dir (agent.stateDir) must be a directory only root can change: ROOT/state: ROOT/state is writable by group (mode 0770)"},
+		{"state dir not created yet, in another user's directory", func(t *testing.T, root string) string {
+			home := trusttest.Dir(t, filepath.Join(root, "home"), 0o755)
+			trusttest.Chown(t, home, nobody, nobody)
+			return filepath.Join(home, "state")
+		}, "state dir (agent.stateDir) must be a directory only root can change: ROOT/home/state does not exist yet; ROOT/home, where it would be created: ROOT/home is owned by uid 65534"},
+		{"another user's file in a private state dir", func(t *testing.T, root string) string {
+			dir := trusttest.Dir(t, filepath.Join(root, "state"), 0o700)
+			writeFile(t, filepath.Join(dir, OperatorFile), approval)
+			trusttest.Chown(t, filepath.Join(dir, OperatorFile), nobody, nobody)
+			return dir
+		}, "state file must be a file only root can change: ROOT/state/operator.json: ROOT/state/operator.json is owned by uid 65534"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			op, err := Store{Dir: tt.place(t, root)}.LoadOperator()
+			want := strings.ReplaceAll(tt.wantErr, "ROOT", root)
+			switch {
+			case want == "" && (err != nil || op.BootstrapApproval == nil):
+				t.Fatalf("LoadOperator = %+v, %v; want the approval", op, err)
+			case want != "" && (err == nil || !strings.HasPrefix(err.Error(), want)):
+				t.Fatalf("LoadOperator = %+v, %v; want an error starting %q", op, err, want)
+			}
+		})
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -21,6 +22,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/etcdlet/etcdlet/config/trust"
 )
 
 // Command is one program invocation. Path should be absolute; a bare name
@@ -66,6 +69,19 @@ func resolve(path string) (string, error) {
 		}
 	}
 	return "", &exec.Error{Name: path, Err: notInSearchPath{}}
+}
+
+// checkProgram refuses to run, as root, a program that someone other than
+// root could change (package trust), at every run: the commands check
+// their programs before any runs (config.Pacemaker.CheckPrograms), and
+// this holds for every command, also one added later, and for a program
+// replaced after the check. A program that does not exist is left to the
+// start, which fails with the usual "no such file or directory".
+func checkProgram(program string) error {
+	if err := trust.Check(program); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("refused: the program must be a file only root can change: %w", err)
+	}
+	return nil
 }
 
 // notInSearchPath is exec.ErrNotFound, saying where the program was looked
@@ -151,6 +167,9 @@ func (e Exec) Run(ctx context.Context, c Command) (Result, error) {
 
 	program, err := resolve(c.Path)
 	if err != nil {
+		return Result{}, fmt.Errorf("start %s: %w", c.Path, err)
+	}
+	if err := checkProgram(program); err != nil {
 		return Result{}, fmt.Errorf("start %s: %w", c.Path, err)
 	}
 	cmd := exec.CommandContext(ctx, program, c.Args...)

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlet/etcdlet/config/trust/trusttest"
 )
 
 // The test binary doubles as the child process: with helperEnv set it
@@ -175,6 +177,65 @@ func TestExecMissingBinary(t *testing.T) {
 	if err == nil || !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("err = %v, want a start error wrapping ErrNotExist", err)
 	}
+}
+
+// A program that someone other than root could change never runs, as
+// root, whoever asks: the check is at every start, before the exec.
+func TestExecRefusesAnUntrustedProgram(t *testing.T) {
+	trusttest.RequireRoot(t)
+	tests := []struct {
+		name string
+		// plant makes the program under root and returns its path.
+		plant   func(t *testing.T, root, script string) string
+		wantErr string // "": runs
+	}{
+		{"root's program in a private directory", func(t *testing.T, root, script string) string {
+			return writeScript(t, filepath.Join(root, "bin/crm_mon"), script)
+		}, ""},
+		{"another user's program", func(t *testing.T, root, script string) string {
+			p := writeScript(t, filepath.Join(root, "bin/crm_mon"), script)
+			trusttest.Chown(t, p, trusttest.Nobody, trusttest.Nobody)
+			return p
+		}, "crm_mon is owned by uid 65534, must be owned by root"},
+		{"root's program in another user's directory", func(t *testing.T, root, script string) string {
+			p := writeScript(t, filepath.Join(root, "home/bin/crm_mon"), script)
+			trusttest.Chown(t, filepath.Dir(p), trusttest.Nobody, trusttest.Nobody)
+			return p
+		}, "home/bin is owned by uid 65534"},
+		{"group-writable program", func(t *testing.T, root, script string) string {
+			p := writeScript(t, filepath.Join(root, "bin/crm_mon"), script)
+			trusttest.Chmod(t, p, 0o775)
+			return p
+		}, "crm_mon is writable by group (mode 0775)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			root := t.TempDir()
+			marker := filepath.Join(root, "ran")
+			program := tt.plant(t, root, "#!/bin/sh\ntouch "+marker+"\n")
+			_, err := Exec{Timeout: 10 * time.Second}.Run(context.Background(), Command{Path: program})
+			_, statErr := os.Stat(marker)
+			ran := statErr == nil
+			switch {
+			case tt.wantErr == "" && (err != nil || !ran):
+				t.Fatalf("Run = %v (ran: %v), want it run", err, ran)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), "start "+program+": refused: the program must be a file only root can change: ") ||
+				!strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("Run = %v, want the refusal naming %q", err, tt.wantErr)
+			case tt.wantErr != "" && ran:
+				t.Fatal("the refused program ran")
+			}
+		})
+	}
+}
+
+func writeScript(t *testing.T, path, script string) string {
+	t.Helper()
+	trusttest.File(t, path, 0o755)
+	if err := os.WriteFile(path, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 func TestExecKillsProcessGroup(t *testing.T) {
