@@ -93,19 +93,44 @@ func TestAnAgentsRefusalIsNoConsentEvenApproved(t *testing.T) {
 
 // memStore is a Store in memory.
 type memStore struct {
-	st      state.State
-	op      state.Operator
-	promise *state.Promise
+	st         state.State
+	op         state.Operator
+	promise    *state.Promise
+	promiseErr error // what LoadPromise fails with
 }
 
 func (m *memStore) Load() (state.State, error)            { return m.st, nil }
 func (m *memStore) Save(s state.State) error              { m.st = s; return nil }
 func (m *memStore) LoadOperator() (state.Operator, error) { return m.op, nil }
-func (m *memStore) LoadPromise() (*state.Promise, error)  { return m.promise, nil }
+func (m *memStore) LoadPromise() (*state.Promise, error)  { return m.promise, m.promiseErr }
 func (m *memStore) SavePromise(p *state.Promise) error {
 	if p != nil {
 		p.List = slices.Clone(p.List)
 	}
 	m.promise = p
 	return nil
+}
+
+// A promise that cannot be read may stand: the node's own answer is then
+// no consent, as its answer to a request for a promise is, never fresh.
+func TestAnUnreadablePromiseIsNoConsent(t *testing.T) {
+	unreadable := errors.New("state dir /var/lib/etcdlet: owned by uid 65534")
+	fresh := consent.Answer{Cluster: "etcd-main", Node: "192.0.2.1", List: []string{"192.0.2.1", "192.0.2.2"}, Phase: consent.Fresh}
+	for _, tc := range []struct {
+		name  string
+		store *memStore
+		want  consent.Phase
+	}{
+		{"no promise", &memStore{}, consent.Fresh},
+		{"a promise for this list", &memStore{promise: &state.Promise{List: fresh.List}}, consent.Fresh},
+		{"a promise for another list", &memStore{promise: &state.Promise{List: []string{"192.0.2.1", "192.0.2.9"}}}, consent.Promised},
+		{"a promise it cannot read", &memStore{promiseErr: unreadable}, consent.Starting},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n := &Node{Deps: Deps{Store: tc.store}}
+			if got := n.promiseStands(fresh); got.Phase != tc.want {
+				t.Errorf("answer %s (%s), want %s", got.Phase, got.Detail, tc.want)
+			}
+		})
+	}
 }

@@ -54,13 +54,19 @@ func promised(a consent.Answer, p *state.Promise) consent.Answer {
 
 // promiseStands adjusts this node's own answer for its promise: a promise
 // for another list makes it refuse (unless the operator approved the
-// current list here).
+// current list here), and so does a promise it cannot read.
 func (n *Node) promiseStands(a consent.Answer) consent.Answer {
 	if a.Phase != consent.Fresh {
 		return a
 	}
 	p, err := n.Store.LoadPromise()
-	if err != nil || p == nil {
+	switch {
+	case err != nil:
+		// A promise it cannot read may stand: answering fresh could let a
+		// bootstrap of another list go ahead beside the one it agreed to.
+		a.Phase, a.Detail = consent.Starting, "cannot read its bootstrap promise: "+err.Error()
+		return a
+	case p == nil:
 		return a
 	}
 	if !slices.Equal(p.List, a.List) && !a.Approved {
