@@ -46,17 +46,22 @@ func Load(path string) (*Config, error) {
 
 // Parse strictly decodes YAML into a Config and applies defaults, without
 // validating values. Unknown fields, duplicate keys and values of the wrong
-// type are errors naming the field path and line.
+// type are errors naming the field path and line, and so are what would
+// make the checks see other than the file shows or more than it holds
+// (see guard): a second document, explicit tags, merge keys, aliases that
+// add more than MaxAliasExpansion.
 func Parse(data []byte) (*Config, error) {
 	cfg := &Config{}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
-		return nil, Errors{{Path: "(file)", Rule: fmt.Sprintf("not valid YAML: %v", err)}}
+	root, errs := readDocument(data)
+	if len(errs) > 0 {
+		return nil, errs
 	}
 	explicit := map[string]bool{}
-	if len(doc.Content) > 0 {
-		root := doc.Content[0]
-		var errs Errors
+	if root != nil {
+		// Before checkNode and Decode, which expand aliases.
+		if errs := guard(root); len(errs) > 0 {
+			return nil, errs
+		}
 		checkNode(&errs, explicit, "", root, reflect.TypeOf(cfg).Elem())
 		if len(errs) > 0 {
 			return nil, errs

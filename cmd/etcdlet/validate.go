@@ -37,8 +37,13 @@ plugin only at an absolute path: see docs/config.md, "Secure by default".
 Every other command that reads the configuration runs the same checks and
 refuses to act, or to run any program, when one fails.
 
+A file with a second YAML document, an explicit tag (!!binary), a merge
+key (<<) or aliases that add more than 64 KiB is refused before its fields
+are checked.
+
 Prints one line per problem, "<field>: <value>: <rule>", and exits 1 if
-there is any; prints a summary and exits 0 otherwise, followed by an
+there is any: at most 20 problems, then "… and N more problems", values cut
+at 200 characters. Prints a summary and exits 0 otherwise, followed by an
 "INSECURE:" line for each setting that opts out of a security default
 (etcd.insecure, etcd.allowInsecureExtraArgs).`,
 		Args: cobra.NoArgs,
@@ -48,10 +53,8 @@ there is any; prints a summary and exits 0 otherwise, followed by an
 				return err
 			}
 			out := cmd.OutOrStdout()
-			for _, p := range problems {
-				fmt.Fprintln(out, p.Error())
-			}
 			if len(problems) > 0 {
+				fmt.Fprintln(out, problems.Error()) // bounded: see config.Errors.Reported
 				return &exitError{code: 1, silent: true, err: problems}
 			}
 			addrs, _ := cfg.DesiredMembers()
