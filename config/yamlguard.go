@@ -33,6 +33,13 @@ import (
 // sixteenth of the largest, hundreds of times what honest aliases use.
 const MaxAliasExpansion = 64 << 10
 
+// MaxMappingEntries bounds the entries of one mapping: yaml.v3's Decode
+// compares every pair of keys of a mapping it decodes, so that the 75,000
+// etcd.extraArgs entries a 1 MiB file holds cost 2.8 billion comparisons,
+// seconds of CPU at every load. etcd has about 150 flags; the largest
+// struct here, a few dozen fields.
+const MaxMappingEntries = 1000
+
 // readDocument parses the configuration's one YAML document into a node
 // tree, without expanding aliases. It refuses a second document, which
 // yaml.Unmarshal would silently ignore along with the settings in it.
@@ -75,7 +82,8 @@ func readDocument(data []byte) (*yaml.Node, Errors) {
 //     they expand aliases too; an alias of a whole section does the same
 //     job, seen;
 //   - aliases as keys: the checks read the anchor's name as the key,
-//     Decode the anchored value.
+//     Decode the anchored value;
+//   - mappings of more than MaxMappingEntries entries.
 //
 // It costs one visit per node of the file, whatever the aliases.
 func guard(root *yaml.Node) Errors {
@@ -121,6 +129,9 @@ func (g *guardWalk) walk(node *yaml.Node) int {
 	size := 1 + len(node.Value)
 	switch node.Kind {
 	case yaml.MappingNode:
+		if n := len(node.Content) / 2; n > MaxMappingEntries {
+			g.errs.add(g.where(), fmt.Sprintf("%d entries", n), "must have at most %d entries: the YAML decoder compares every pair of keys (line %d)", MaxMappingEntries, node.Line)
+		}
 		for i := 0; i+1 < len(node.Content); i += 2 {
 			key, value := node.Content[i], node.Content[i+1]
 			g.path = append(g.path, "."+key.Value)

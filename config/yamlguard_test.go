@@ -88,7 +88,7 @@ func TestAliasAmplificationIsBounded(t *testing.T) {
 		data []byte
 		want string // the one problem
 	}{
-		{"flat: 64 KiB value in 2000 extraArgs", flatAliases(64<<10, 2000),
+		{"flat: 64 KiB value in 1000 extraArgs", flatAliases(64<<10, MaxMappingEntries),
 			"etcd.extraArgs.A1: " + aliasRule + "*v (about 65537 bytes) would add more: write the values out (line 9)"},
 		{"flat: 64 KiB value in 5000 list entries", flatListAliases(64<<10, 5000),
 			"etcd.allowInsecureExtraArgs[1]: " + aliasRule + "*v (about 65537 bytes) would add more: write the values out (line 7)"},
@@ -148,6 +148,8 @@ func TestYAMLGuardRefuses(t *testing.T) {
 			"etcd.extraArgs.k: an alias (*k) as a key is not accepted: write the key out (line 9)"}},
 		{"an alias inside its own anchor", head + "cluster: {name: etcd-main}\netcd:\n  allowInsecureExtraArgs: &a [*a]\n", []string{
 			"etcd.allowInsecureExtraArgs[0]: the alias *a refers to a value that contains it (line 6)"}},
+		{"a mapping of too many entries", base + "etcd:\n  extraArgs:\n" + manyKeys(MaxMappingEntries+1), []string{
+			`etcd.extraArgs: "1001 entries": must have at most 1000 entries: the YAML decoder compares every pair of keys (line 8)`}},
 		{"aliases past the budget", base + "etcd:\n  extraArgs:\n    a: &v " + long + "\n    b: *v\n    c: *v\n", []string{
 			"etcd.extraArgs.c: YAML aliases may add at most 64 KiB to the file, and with the aliases before it the alias *v (about 65536 bytes) would add more: write the values out (line 10)"}},
 	} {
@@ -161,6 +163,15 @@ func TestYAMLGuardRefuses(t *testing.T) {
 			}
 		})
 	}
+}
+
+// manyKeys is n etcd.extraArgs entries.
+func manyKeys(n int) string {
+	var b strings.Builder
+	for i := range n {
+		fmt.Fprintf(&b, "    a%d: x\n", i)
+	}
+	return b.String()
 }
 
 // tagLines are the problems of n etcd.extraArgs entries tagged !!binary,
@@ -193,6 +204,12 @@ func TestYAMLGuardAccepts(t *testing.T) {
 		{"a path aliased", base + tls + "agent:\n  etcdClientTLS: {certFile: /pki/client.crt, keyFile: /pki/client.key, caFile: *ca}\n", func(c *Config) string {
 			if c.Agent.EtcdClientTLS.CAFile != "/pki/ca.crt" {
 				return "agent.etcdClientTLS.caFile " + c.Agent.EtcdClientTLS.CAFile
+			}
+			return ""
+		}},
+		{"a mapping of MaxMappingEntries entries", base + "etcd:\n  extraArgs:\n" + manyKeys(MaxMappingEntries), func(c *Config) string {
+			if len(c.Etcd.ExtraArgs) != MaxMappingEntries {
+				return fmt.Sprintf("%d etcd.extraArgs", len(c.Etcd.ExtraArgs))
 			}
 			return ""
 		}},
@@ -285,6 +302,7 @@ func BenchmarkParse(b *testing.B) {
 		{"flat list aliases 1MiB", flatListAliases(512<<10, 130000)},
 		{"billion laughs", laughs(9)},
 		{"written-out problems 1MiB", []byte(many.String())},
+		{"etcd.extraArgs entries 1MiB", []byte(base + "etcd:\n  extraArgs:\n" + manyKeys(75000))},
 	} {
 		if len(bb.data) > MaxConfigBytes {
 			b.Fatalf("%s: %d bytes", bb.name, len(bb.data))
