@@ -22,6 +22,11 @@ import (
 // runner real processes, pipes and process groups without a shell.
 const helperEnv = "ETCDLET_RUNNER_HELPER"
 
+// pidFileEnv names a file where the "hang" helper writes its grandchild's
+// PID once it runs: the test learns that the process tree stands before
+// it cancels, whatever the machine's speed.
+const pidFileEnv = "ETCDLET_RUNNER_PIDFILE"
+
 func TestMain(m *testing.M) {
 	switch os.Getenv(helperEnv) {
 	case "":
@@ -39,6 +44,9 @@ func TestMain(m *testing.M) {
 			os.Exit(99)
 		}
 		fmt.Println(child.Process.Pid)
+		if f := os.Getenv(pidFileEnv); f != "" {
+			_ = os.WriteFile(f, []byte(strconv.Itoa(child.Process.Pid)), 0o600)
+		}
 		time.Sleep(time.Hour)
 	case "sleep":
 		time.Sleep(time.Hour)
@@ -238,46 +246,70 @@ func writeScript(t *testing.T, path, script string) string {
 	return path
 }
 
+// A command that hangs is killed with its whole process group, its
+// grandchild too, when the caller cancels and when the timeout passes.
 func TestExecKillsProcessGroup(t *testing.T) {
-	tests := []struct {
-		name    string
-		run     func(Command) (Result, error)
-		wantErr error
-	}{
-		{
-			name: "timeout",
-			run: func(c Command) (Result, error) {
-				return Exec{Timeout: 700 * time.Millisecond}.Run(context.Background(), c)
-			},
-			wantErr: ErrTimeout,
-		},
-		{
-			name: "cancel",
-			run: func(c Command) (Result, error) {
-				ctx, cancel := context.WithCancel(context.Background())
-				time.AfterFunc(700*time.Millisecond, cancel)
-				return Exec{Timeout: time.Minute}.Run(ctx, c)
-			},
-			wantErr: context.Canceled,
-		},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
+	t.Run("cancel", func(t *testing.T) {
+		// Cancelled once the helper reported its grandchild: the tree
+		// stands, however long the helper took to start.
+		cmd, pidFile := hang(t)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			deadline := time.Now().Add(time.Minute)
+			for time.Now().Before(deadline) {
+				if _, err := os.Stat(pidFile); err == nil {
+					break
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			cancel()
+		}()
+		res, err := Exec{Timeout: 10 * time.Minute}.Run(ctx, cmd)
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("err = %v, want %v", err, context.Canceled)
+		}
+		waitGone(t, grandchild(t, res))
+	})
+	t.Run("timeout", func(t *testing.T) {
+		// The timeout must pass after the helper started its grandchild,
+		// which takes the helper longer on a loaded machine: a timeout that
+		// came first is doubled, until a minute has been tried.
+		for timeout := 700 * time.Millisecond; ; timeout *= 2 {
+			cmd, _ := hang(t)
 			start := time.Now()
-			res, err := tt.run(helper("hang"))
-			if !errors.Is(err, tt.wantErr) {
-				t.Fatalf("err = %v, want %v", err, tt.wantErr)
+			res, err := Exec{Timeout: timeout}.Run(context.Background(), cmd)
+			if !errors.Is(err, ErrTimeout) {
+				t.Fatalf("err = %v, want %v", err, ErrTimeout)
 			}
-			if d := time.Since(start); d > 5*time.Second {
-				t.Errorf("Run returned after %s; a hung command must not stall the caller", d)
+			if d := time.Since(start); d > timeout+5*time.Second {
+				t.Errorf("Run returned %s after a timeout of %s; a hung command must not stall the caller", d, timeout)
 			}
-			pid, perr := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
-			if perr != nil {
-				t.Fatalf("helper did not report its grandchild: %q", res.Stdout)
+			if len(res.Stdout) == 0 && timeout < time.Minute {
+				continue // killed before it could report its grandchild
 			}
-			waitGone(t, pid)
-		})
+			waitGone(t, grandchild(t, res))
+			return
+		}
+	})
+}
+
+// hang is the helper that starts a grandchild and hangs, and the file
+// where it reports the grandchild.
+func hang(t *testing.T) (Command, string) {
+	pidFile := filepath.Join(t.TempDir(), "grandchild")
+	cmd := helper("hang")
+	cmd.Env = append(cmd.Env, pidFileEnv+"="+pidFile)
+	return cmd, pidFile
+}
+
+func grandchild(t *testing.T, res Result) int {
+	t.Helper()
+	pid, err := strconv.Atoi(strings.TrimSpace(string(res.Stdout)))
+	if err != nil {
+		t.Fatalf("helper did not report its grandchild: %q", res.Stdout)
 	}
+	return pid
 }
 
 func TestExecOutputLimit(t *testing.T) {
