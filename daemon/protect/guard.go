@@ -157,16 +157,24 @@ func (g *Guard) Write(path string, content []byte, mode fs.FileMode) (changed bo
 		return false, nil, ErrOptedOut
 	}
 	var expected []byte
-	if m, ok := g.files[path]; ok {
+	m, tracked := g.files[path]
+	if tracked {
 		expected = m.content
 	}
-	g.track(path, content, mode)
 	if !f.missing && !g.Enabled() && expected != nil && bytes.Equal(expected, content) {
+		g.track(path, content, mode)
 		return false, f.data, nil
 	}
 	if err := writeFile(path, content, mode); err != nil {
 		return false, nil, err
 	}
+	if tracked && g.Enabled() && !f.matches(m) {
+		// Someone else changed the file since etcdlet wrote it, and this
+		// write undoes that before the periodic check came to it: it is
+		// reported all the same, as the check would have.
+		g.reportUndone(path, m, f)
+	}
+	g.track(path, content, mode)
 	return true, f.data, nil
 }
 
@@ -314,17 +322,24 @@ func (g *Guard) act(path string, m *managed, f found) {
 		g.report(Change{Path: path, Action: Allowed, Diff: diff})
 		return
 	}
-	action := Reverted
-	if f.missing {
-		action = Restored
-	}
 	if err := writeFile(path, m.content, m.mode); err != nil {
 		g.opts.Log.Error("cannot revert a change to a protected file", "file", path, "error", err)
 		return
 	}
+	g.reportUndone(path, m, f)
+}
+
+// reportUndone logs and reports that someone else's change to a managed
+// file (f, found where m was written) was undone: reverted, or restored
+// when the file was gone. The caller holds g.mu.
+func (g *Guard) reportUndone(path string, m *managed, f found) {
+	action := Reverted
+	if f.missing {
+		action = Restored
+	}
 	m.reported = nil
-	g.opts.Log.Warn("a managed file was changed by someone else; reverted", "file", path, "action", string(action), "diff", diff)
-	g.report(Change{Path: path, Action: action, Diff: diff})
+	g.opts.Log.Warn("a managed file was changed by someone else; reverted", "file", path, "action", string(action), "diff", describe(path, m, f))
+	g.report(Change{Path: path, Action: action, Diff: describe(path, m, f)})
 }
 
 // describe is the report of a change: a unified diff from etcdlet's

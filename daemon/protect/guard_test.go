@@ -314,3 +314,42 @@ func waitChange(t *testing.T, changes <-chan Change, want Action) {
 		}
 	}
 }
+
+// A change someone else made that etcdlet's own write undoes before the
+// periodic check saw it (the agent's pass rewrote a manifest that was
+// deleted a moment before) is reported all the same: restored, or
+// reverted. etcdlet's own new rendering is no one else's change.
+func TestWriteReportsTheChangeItUndoes(t *testing.T) {
+	const ours = "image: etcd\nname: etcd\n"
+	for _, tc := range []struct {
+		name    string
+		meddle  func(path string) error
+		content string
+		want    Action
+	}{
+		{"deleted", os.Remove, ours, Restored},
+		{"edited", func(p string) error { return os.WriteFile(p, []byte("image: debug\n"), 0o600) }, ours, Reverted},
+		{"etcdlet's own new rendering", func(string) error { return nil }, "image: etcd:newer\nname: etcd\n", ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			rec := &recorder{}
+			g := New(Options{Enabled: true, Interval: time.Hour, OnChange: rec.add}) // the check never comes first
+			path := filepath.Join(t.TempDir(), "etcd.yaml")
+			if _, _, err := g.Write(path, []byte(ours), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := tc.meddle(path); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := g.Write(path, []byte(tc.content), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			switch got := len(rec.changes); {
+			case tc.want == "" && got != 0:
+				t.Errorf("reported %v for etcdlet's own change", rec.changes)
+			case tc.want != "" && (got != 1 || rec.last().Action != tc.want):
+				t.Errorf("reported %v, want one %s", rec.changes, tc.want)
+			}
+		})
+	}
+}
