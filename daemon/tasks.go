@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -233,6 +234,10 @@ func (o *opsTasks) TakeSnapshot(ctx context.Context, kind string, final bool) (j
 	t, err = o.runner.Wait(ctx, t.ID)
 	if err != nil {
 		return nil, fmt.Errorf("task %s: %w", t.ID, err)
+	}
+	if t.Phase == task.Rejected && slices.ContainsFunc(t.LastErrors, func(e task.Error) bool { return e.Code == task.CodeDuplicateTask }) {
+		// Another node's task holds the cluster's task lock.
+		return nil, &backupapi.BusyError{Reason: fmt.Sprintf("task %s rejected: %s", t.ID, t.LastOperation.Description), RetryAfter: retry}
 	}
 	if t.Phase != task.Succeeded {
 		return nil, fmt.Errorf("task %s %s: %s", t.ID, t.Phase, t.LastOperation.Description)

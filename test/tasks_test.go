@@ -203,8 +203,14 @@ func TestSnapshotsToS3(t *testing.T) {
 		if err == nil || !strings.Contains(out, "Rejected") || !strings.Contains(out, "node-elsewhere") || !strings.Contains(out, task.CodeDuplicateTask) {
 			t.Fatalf("got %v\n%s\nwant a rejection naming the other node's task", err, out)
 		}
-		if code, _ := post(t, hc, api(1, "/snapshot/full")); code != http.StatusInternalServerError {
-			t.Errorf("POST /snapshot/full while locked: %d, want 500", code)
+		// A delta: a full one would be answered with the one just taken.
+		resp, err := hc.Post(api(1, "/snapshot/delta"), "", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
+			t.Errorf("POST /snapshot/delta while locked: %s (Retry-After %q), want 503 with a time to retry", resp.Status, resp.Header.Get("Retry-After"))
 		}
 		if _, err := cli.Revoke(t.Context(), lease.ID); err != nil {
 			t.Fatal(err)
