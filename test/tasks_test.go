@@ -286,8 +286,6 @@ func TestDefragRollingNeverLosesQuorum(t *testing.T) {
 	if _, err := cli.Get(t.Context(), "bulk/1", clientv3.WithRev(resp.Header.Revision-1)); err == nil || !strings.Contains(err.Error(), "compacted") {
 		t.Fatalf("a revision before the compaction is still readable: %v", err)
 	}
-	w := c.StartWriter(c.ClientOf(1, 2))
-
 	c.Agent(3).Stop()
 	out, err := exec.Command(binary, "task", "run", "defrag", "--threshold", "0", "--detach", "--config", c.ConfigPath(1)).Output()
 	if err != nil {
@@ -308,8 +306,19 @@ func TestDefragRollingNeverLosesQuorum(t *testing.T) {
 		t.Fatalf("members were defragmented while the cluster could not spare one: %s", tk.Progress)
 	}
 
+	// The test itself takes quorum away here (members 1 and 3 down) and
+	// gives it back; what the writer measures is the defrag that resumes
+	// once agent 1 is back, with members 2 and 3 voting.
 	c.Agent(1).Kill()
 	c.Agent(3).Restart()
+	voting := c.ClientOf(2, 3)
+	harness.Eventually(t, convergeTimeout, "members 2 and 3 take writes again", func() error {
+		ctx, cancel := context.WithTimeout(t.Context(), harness.WriteTimeout)
+		defer cancel()
+		_, err := voting.Put(ctx, "/test/quorum-back", "yes")
+		return err
+	})
+	w := c.StartWriter(voting)
 	c.Agent(1).Restart()
 	var done task.Task
 	harness.Eventually(t, 2*time.Minute, "the resumed defrag completes", func() error {
