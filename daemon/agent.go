@@ -109,7 +109,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	}
 	a.node = node.New(node.Deps{
 		Config: cfg, Log: log, Cluster: pool,
-		Locker: &etcdclient.SessionLocker{Pool: pool, Key: etcdclient.WriterLockKey(cfg.Cluster.Name), TTL: cfg.Agent.LockTTL,
+		Locker: &etcdclient.SessionLocker{Pool: pool, TTL: cfg.Agent.LockTTL,
 			CallTimeout: cfg.Agent.CallTimeout, Holder: "etcdlet agent"},
 		Runtime: a.runtime, DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: store,
 		Peers: c.peers, List: a.source,

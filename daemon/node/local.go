@@ -134,7 +134,7 @@ func (n *Node) moveAside(memberID uint64, reason string) (next time.Duration, ok
 			n.OnMoveAside(to, reason)
 		}
 		n.state.Tombstones = append(n.state.Tombstones, state.Tombstone{Time: n.Now().UTC(), MemberID: membership.IDString(memberID),
-			From: n.Config.Etcd.DataDir, To: to, Reason: reason})
+			From: n.Config.Etcd.DataDir, To: to, Reason: reason, List: n.listDigest})
 	}
 	n.state.MemberID, n.state.InitialCluster, n.state.InitialClusterState = "", "", ""
 	n.state.Bootstrap = nil
