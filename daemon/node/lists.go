@@ -67,13 +67,20 @@ func (n *Node) lists(ctx context.Context, s *Snapshot, acting bool) {
 	a := membership.Agreement{Known: true, Own: own, Removals: posts.Removals,
 		Stable: n.Now().Sub(n.listInForce), HoldDown: n.Config.Agent.RemovalHoldDown}
 	a.Own.Since = 0
+	var onBoard *membership.PostedList
 	for _, p := range posts.Lists {
 		switch {
 		case p.Node != own.Node:
 			a.Others = append(a.Others, p)
-		case postedValue(p) == postedValue(own):
-			a.Own.Since = p.Since
+		case p.Digest() == own.Digest():
+			onBoard = &p
 		}
+	}
+	switch {
+	case onBoard != nil && !acting:
+		a.Own = *onBoard // a look (status) shows the post as the agent made it
+	case onBoard != nil && postedValue(*onBoard) == postedValue(own):
+		a.Own.Since = onBoard.Since
 	}
 	if acting && a.Own.Since == 0 {
 		if err := n.post(ctx, endpoints, v.ClusterID, &own); err != nil {

@@ -171,7 +171,7 @@ func (n *Node) decide(ctx context.Context, s *Snapshot) localmember.Decision {
 	}
 	in.Approved = op.BootstrapApproval != nil && slices.Equal(op.BootstrapApproval.List, addrStrings(s.List))
 	in.DataProblem = n.dataProblem(s)
-	in.Flapping = n.flapping(op, membership.ListDigest(desiredList(s)))
+	in.Flapping = n.flapping(op)
 	if in.InList && !in.Running && !in.Data.HasData() && !s.View.Reached && !s.View.Established && !s.View.Ambiguous() {
 		s.Consent = n.askConsent(ctx, s, in.Approved)
 		in.Consent = s.Consent
@@ -202,12 +202,12 @@ func (n *Node) dataProblem(s *Snapshot) localmember.Problem {
 }
 
 // flapping says why the node does not rejoin: it moved its data aside
-// etcd.moveAsideLimit times within etcd.moveAsideWindow under the list in
-// force (digest), counting only moves after the operator's last
-// acknowledgement. Moves under another list (lists change, and agents
-// that held different ones) are no sign that something keeps removing
-// this member. It names the reasons the moves were made for.
-func (n *Node) flapping(op state.Operator, digest string) string {
+// etcd.moveAsideLimit times within etcd.moveAsideWindow, counting only
+// moves after the operator's last acknowledgement, and not the moves
+// that a list caused (it no longer named this node, and a writer removed
+// the member): that is a list doing its work, no sign that something keeps
+// removing this member. It names the reasons the moves were made for.
+func (n *Node) flapping(op state.Operator) string {
 	window := n.Config.Etcd.MoveAsideWindow
 	since := n.Now().Add(-window)
 	if op.MovesAcknowledged.After(since) {
@@ -216,7 +216,7 @@ func (n *Node) flapping(op state.Operator, digest string) string {
 	reasons := map[string]int{}
 	moved := 0
 	for _, t := range n.state.Tombstones {
-		if !t.Time.Before(since) && (t.List == digest || t.List == "") {
+		if !t.Time.Before(since) && t.DroppedByList == "" {
 			moved++
 			reasons[t.Reason]++
 		}
@@ -234,7 +234,7 @@ func (n *Node) flapping(op state.Operator, digest string) string {
 	if len(why) == 0 {
 		why = []string{"reasons not recorded (the agent's state was lost)"}
 	}
-	return fmt.Sprintf("the data dir was moved aside %d times within %s under the member list in force (etcd.moveAsideLimit %d): %s. Something removes this member again and again although the list names it, or destroys its data: the agents' logs name each removal ('membership change', with the writer's node), an operator or another tool may be at work. Find out what, then run 'etcdlet ack-moves' to let the node rejoin",
+	return fmt.Sprintf("the data dir was moved aside %d times within %s, not counting removals by a list that dropped this node (etcd.moveAsideLimit %d): %s. Something removes this member again and again although the list names it, or destroys its data: the agents' logs name each removal ('membership change', with the writer's node), an operator or another tool may be at work. Find out what, then run 'etcdlet ack-moves' to let the node rejoin",
 		moved, window, n.Config.Etcd.MoveAsideLimit, strings.Join(why, "; "))
 }
 

@@ -123,10 +123,11 @@ type Tombstone struct {
 	From     string    `json:"from"`
 	To       string    `json:"to"`
 	Reason   string    `json:"reason"`
-	// List is the digest of the member list in force when it was moved
-	// (membership.ListDigest): the moves-aside limit counts only the
-	// moves under the list in force.
-	List string `json:"list,omitempty"`
+	// DroppedByList, when set, is the digest of the member list under
+	// which the member was removed (membership.Removal): a list that no
+	// longer named this node caused the move, and the moves-aside limit
+	// does not count it.
+	DroppedByList string `json:"droppedByList,omitempty"`
 }
 
 // Store reads and writes the state file.
