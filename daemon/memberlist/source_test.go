@@ -73,7 +73,7 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 	writeSettled(t, path, "192.0.2.1\n192.0.2.2\n192.0.2.3\n")
 	var rejected atomic.Int32
 	s := New(fileConfig(path, 3), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	s.OnReload = func(err error) {
+	s.OnReload = func(_ string, err error) {
 		if err != nil {
 			rejected.Add(1)
 		}
