@@ -7,7 +7,9 @@ package memberlist
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -90,8 +92,9 @@ func (s *Source) Err() error {
 }
 
 // Read reports whether the configured source has been read at least once,
-// its list accepted or rejected; false while a members file is left for the
-// watch to read once it settled.
+// its list accepted or rejected, or found not to have one yet (the Etcd
+// resource's, before its first good read); false while a members file is
+// left for the watch to read once it settled.
 func (s *Source) Read() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -195,6 +198,10 @@ func (s *Source) refresh(notify bool) bool {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	cfg := s.Config()
+	if noCopyYet(cfg) {
+		s.waitForEtcdResource(cfg)
+		return false
+	}
 	addrs, errs := cfg.DesiredMembers() // never blocks: see config.ReadMembersFile
 	key := fingerprint(addrs, errs)
 
@@ -231,6 +238,38 @@ func (s *Source) reloaded(cfg *config.Config, rejected error) {
 	if s.OnReload != nil {
 		s.OnReload(cfg.Members.Source, rejected)
 	}
+}
+
+// noCopy is the key of a read that found no copy of the Etcd resource's
+// list (never a fingerprint: those are sha256 sums).
+const noCopy = "no copy of the Etcd resource's list"
+
+// noCopyYet tells whether, with members.source etcd-resource, the agent's
+// copy of the Etcd's list does not exist. The keeper writes it at the
+// first good read of the resource, so until then there is no list yet:
+// that is a wait, not a list to refuse. A list the resource holds that
+// breaks the rules is refused, and reported, by the keeper, and is never
+// written; a copy that is there but unreadable or bad is refused here.
+func noCopyYet(cfg *config.Config) bool {
+	if cfg.Members.Source != config.SourceEtcdResource {
+		return false
+	}
+	_, err := os.Lstat(cfg.EtcdResourceMembers())
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// waitForEtcdResource records that there is no list from the Etcd
+// resource yet: the list in force (one restored from before a restart, or
+// none) stays, and nothing is rejected.
+func (s *Source) waitForEtcdResource(cfg *config.Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastSeen == noCopy {
+		return
+	}
+	s.lastSeen, s.lastErr = noCopy, nil
+	s.log.Info("no member list from the Etcd resource yet; waiting for its first good read",
+		"file", cfg.MembersFile(), "inForce", identity.AddrStrings(s.current))
 }
 
 // Watch re-reads the members file whenever it may have changed, until ctx
