@@ -23,6 +23,7 @@ const (
 	DefaultLockTTL           = 15 * time.Second
 	DefaultAgentPeerPort     = 2382
 	DefaultLearnerTimeout    = 10 * time.Minute
+	DefaultRemovalHoldDown   = 2 * time.Second
 	DefaultMoveAsideLimit    = 3
 	DefaultMoveAsideWindow   = time.Hour
 	DefaultEtcdLogLevel      = "warn"
@@ -164,8 +165,12 @@ type Agent struct {
 	// LearnerTimeout is how long a learner may stay unpromoted before the
 	// writer removes it: it holds etcd's single learner slot meanwhile.
 	LearnerTimeout time.Duration `yaml:"learnerTimeout"`
-	LogLevel       string        `yaml:"logLevel"`
-	LogFormat      string        `yaml:"logFormat"`
+	// RemovalHoldDown is how long the member list must have held before a
+	// healthy voter is removed: a list that flaps or is written in two
+	// steps removes nobody. Dead members and joins never wait for it.
+	RemovalHoldDown time.Duration `yaml:"removalHoldDown"`
+	LogLevel        string        `yaml:"logLevel"`
+	LogFormat       string        `yaml:"logFormat"`
 }
 
 // ClientScheme is the scheme of client URLs: https when the member has a
@@ -225,6 +230,7 @@ func (c *Config) applyDefaults(explicit map[string]bool) {
 	setUnlessExplicit(explicit, "agent.lockTTL", &c.Agent.LockTTL, DefaultLockTTL)
 	setUnlessExplicit(explicit, "agent.peerPort", &c.Agent.PeerPort, DefaultAgentPeerPort)
 	setUnlessExplicit(explicit, "agent.learnerTimeout", &c.Agent.LearnerTimeout, DefaultLearnerTimeout)
+	setUnlessExplicit(explicit, "agent.removalHoldDown", &c.Agent.RemovalHoldDown, DefaultRemovalHoldDown)
 	setUnlessExplicit(explicit, "etcd.moveAsideLimit", &c.Etcd.MoveAsideLimit, DefaultMoveAsideLimit)
 	setUnlessExplicit(explicit, "etcd.moveAsideWindow", &c.Etcd.MoveAsideWindow, DefaultMoveAsideWindow)
 	c.StaticPod.applyDefaults()

@@ -207,6 +207,9 @@ func (c *Config) validateAgent(errs *Errors) {
 	if a.LearnerTimeout < 5*time.Second {
 		errs.add("agent.learnerTimeout", a.LearnerTimeout, "must be at least 5s: a learner needs time to catch up")
 	}
+	if a.RemovalHoldDown < 0 || a.RemovalHoldDown > time.Minute {
+		errs.add("agent.removalHoldDown", a.RemovalHoldDown, "must be between 0 and 1m")
+	}
 	checkTLSFiles(errs, "agent.etcdClientTLS", a.EtcdClientTLS)
 	if a.ReconcileInterval < 100*time.Millisecond {
 		errs.add("agent.reconcileInterval", a.ReconcileInterval, "must be at least 100ms")

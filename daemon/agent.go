@@ -44,6 +44,10 @@ import (
 
 // Agent runs the node controller for one node.
 type Agent struct {
+	// cfg is the configuration loaded at start. Nothing writes to it:
+	// goroutines read it without a lock. Its list rules (members.*,
+	// cluster.replicas) are those of the start: a reload replaces them in
+	// source, which is where they are read (source.Config()).
 	cfg         *config.Config
 	log         *slog.Logger
 	version     string // etcdlet's build version, for the log and etcdlet_build_info
@@ -91,8 +95,11 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	m.SetBuildInfo(version)
 	a := &Agent{cfg: cfg, log: log, version: version, pool: pool, metrics: m, peerTLS: peerTLS,
 		reloads: make(chan reloadRequest), wakes: consent.NewWakes(consent.WakeInterval)}
+	// The list source owns the list rules in force (a reload replaces
+	// them there); the keeper of the Etcd resource's list reads them from it.
+	a.source = memberlist.New(cfg, log, st.AppliedList())
 	host, _ := os.Hostname()
-	if a.report, err = newReporting(cfg, log, m, host); err != nil {
+	if a.report, err = newReporting(cfg, a.source.Config, log, m, host); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -100,16 +107,15 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	a.runtime, a.guard = newRuntime(cfg, log, m, events)
 	a.report.setGuard(a.guard)
 	a.notifier = systemd.NewNotifier(log)
-	a.source = memberlist.New(cfg, log, st.AppliedList())
-	a.source.OnReload = func(rejected error) {
+	a.source.OnReload = func(source string, rejected error) {
 		m.ListReloads.WithLabelValues(map[bool]string{true: "accepted", false: "rejected"}[rejected == nil]).Inc()
 		if rejected != nil {
-			events.Eventf(corev1.EventTypeWarning, kube.ReasonMemberListRefused, "member list (%s) refused, the last good list stays in force: %v", cfg.Members.Source, rejected)
+			events.Eventf(corev1.EventTypeWarning, kube.ReasonMemberListRefused, "member list (%s) refused, the last good list stays in force: %v", source, rejected)
 		}
 	}
 	a.node = node.New(node.Deps{
 		Config: cfg, Log: log, Cluster: pool,
-		Locker: &etcdclient.SessionLocker{Pool: pool, Key: etcdclient.WriterLockKey(cfg.Cluster.Name), TTL: cfg.Agent.LockTTL,
+		Locker: &etcdclient.SessionLocker{Pool: pool, TTL: cfg.Agent.LockTTL,
 			CallTimeout: cfg.Agent.CallTimeout, Holder: "etcdlet agent"},
 		Runtime: a.runtime, DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: store,
 		Peers: c.peers, List: a.source,

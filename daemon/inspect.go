@@ -43,6 +43,8 @@ func NewInspector(cfg *config.Config, log *slog.Logger) (*Inspector, error) {
 	list := newConfigList(cfg, c.state.AppliedList())
 	n := node.New(node.Deps{
 		Config: cfg, Log: log, Cluster: c.pool, Runtime: probedRuntime{cfg: cfg},
+		// Reads the agents' posted lists; it posts nothing and takes no lock.
+		Locker:  &etcdclient.SessionLocker{Pool: c.pool, TTL: cfg.Agent.LockTTL, CallTimeout: cfg.Agent.CallTimeout, Holder: "etcdlet status"},
 		DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: readOnlyStore{c.store},
 		Peers: c.peers, List: list, Detect: nodeaddr.Detect,
 	}, c.state)
@@ -92,12 +94,15 @@ func (i *Inspector) Pool() *etcdclient.Pool { return i.pool }
 // that changes membership and must never race an agent's change. holder
 // says who holds it in `etcdlet lock status`.
 func (i *Inspector) WriterLocker(holder string) *etcdclient.SessionLocker {
-	return &etcdclient.SessionLocker{Pool: i.pool, Key: etcdclient.WriterLockKey(i.cfg.Cluster.Name), TTL: i.cfg.Agent.LockTTL,
+	return &etcdclient.SessionLocker{Pool: i.pool, TTL: i.cfg.Agent.LockTTL,
 		CallTimeout: i.cfg.Agent.CallTimeout, Holder: holder}
 }
 
 // Close releases the connections.
-func (i *Inspector) Close() { i.pool.Close() }
+func (i *Inspector) Close() {
+	i.Node.Close()
+	i.pool.Close()
+}
 
 // Preview returns the spec the local member would run with now.
 func (i *Inspector) Preview(ctx context.Context, cfg *config.Config) (runtime.Spec, error) {

@@ -14,14 +14,20 @@ var reloadable = []string{"members", "cluster.replicas"}
 
 // applyReload applies a reloaded configuration whose changes are all
 // reloadable, and refuses it (naming every other changed field) otherwise.
+//
+// Nothing is written into a loaded configuration: the goroutines that read
+// one (the members-file watch, the keeper of the Etcd resource's list, the
+// HTTP handlers, ...) do so without a lock. The reloaded configuration is
+// handed over whole to the list source, the one owner of the list rules in
+// force, and those who apply them read it from there; a.cfg stays the one
+// loaded at start.
 func (a *Agent) applyReload(cfg *config.Config) error {
-	if fields := immutableChanges(a.cfg, cfg); len(fields) > 0 {
+	if fields := immutableChanges(a.source.Config(), cfg); len(fields) > 0 {
 		err := fmt.Errorf("reload refused: %s changed; these need a restart of etcdlet (the running configuration stays in force)", strings.Join(fields, ", "))
 		a.log.Error("configuration reload refused", "error", err)
 		a.health.reloaded(err)
 		return err
 	}
-	a.cfg.Members, a.cfg.Cluster.Replicas = cfg.Members, cfg.Cluster.Replicas
 	a.source.SetConfig(cfg)
 	a.health.reloaded(nil)
 	a.log.Info("configuration reloaded")

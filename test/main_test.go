@@ -92,6 +92,13 @@ const (
 	netPeerWake
 	netForgedPromise
 	netTrust
+	netRollout1s
+	netRollout45s
+	netListFlap
+	netListsDisagree
+	netStaleList
+	netClaimant
+	netOtherName
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

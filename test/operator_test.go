@@ -204,9 +204,9 @@ func holdLock(t *testing.T, c *harness.Cluster, ttl time.Duration) etcdclient.Lo
 	if err != nil {
 		t.Fatal(err)
 	}
-	locker := &etcdclient.SessionLocker{Pool: pool, Key: etcdclient.WriterLockKey("etcd-main"), TTL: ttl, CallTimeout: 2 * time.Second, Holder: "operator-test"}
+	locker := &etcdclient.SessionLocker{Pool: pool, TTL: ttl, CallTimeout: 2 * time.Second, Holder: "operator-test"}
 	t.Cleanup(func() { locker.Close(); pool.Close() })
-	lock, err := locker.TryLock(t.Context(), []string{c.ClientURL(1), c.ClientURL(2), c.ClientURL(3)})
+	lock, err := locker.TryLock(t.Context(), []string{c.ClientURL(1), c.ClientURL(2), c.ClientURL(3)}, clusterID(t, c.Client()))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -103,37 +103,65 @@ func TestTheOperatorApprovesABootstrap(t *testing.T) {
 }
 
 // A node whose data was moved aside etcd.moveAsideLimit times within the
-// window stops rejoining (something keeps removing it) until the operator
-// acknowledges with etcdlet ack-moves.
+// window under the list in force (something removes its member although
+// the list names it: here an operator's etcdctl) stops rejoining, says
+// why, and holds no learner slot meanwhile: another listed node joins.
+// etcdlet ack-moves lets it rejoin. Moves that a list change made (the
+// list dropped the node) do not count.
 func TestMovesAsideTooOftenStopTheRejoin(t *testing.T) {
 	t.Parallel()
-	c, cli := startCluster(t, netFlapping, 3, func(o *harness.Options) { o.EtcdConfig = "  moveAsideLimit: 2\n" })
-	c.Start(4)
+	c, cli := startCluster(t, netFlapping, 4, func(o *harness.Options) { o.EtcdConfig = "  moveAsideLimit: 2\n" })
+	// A removal the list makes counts for nothing.
+	c.WriteMembers(1, 2, 3)
+	c.Wait(cli, convergeTimeout, 1, 2, 3)
+	c.WriteMembers(1, 2, 3, 4)
+	c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
 	for i := 1; i <= 2; i++ {
-		c.WriteMembers(1, 2, 3, 4)
-		c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
-		c.WriteMembers(1, 2, 3)
-		c.Wait(cli, convergeTimeout, 1, 2, 3)
+		members, err := c.MemberList(cli)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range members {
+			if m.Name == c.Name(4) {
+				if _, err := cli.MemberRemove(t.Context(), m.ID); err != nil {
+					t.Fatalf("remove member 4 by hand: %v", err)
+				}
+			}
+		}
 		harness.Eventually(t, convergeTimeout, "agent 4 moved its data aside", func() error {
-			if n := len(movedAside(t, c, 4)); n < i {
+			if n := len(movedAside(t, c, 4)); n < 1+i {
 				return errorf("%d moves", n)
 			}
 			return nil
 		})
+		if i == 1 {
+			c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
+		}
 	}
-	c.WriteMembers(1, 2, 3, 4)
-	harness.Eventually(t, convergeTimeout, "agent 4 refuses to rejoin", func() error {
+	harness.Eventually(t, convergeTimeout, "agent 4 refuses to rejoin, naming why", func() error {
 		for _, e := range c.Agent(4).LogEntries() {
-			if e["msg"] == "local member" && e["decision"] == "refuse" && strings.Contains(e["reason"].(string), "moved aside 2 times") {
+			reason, _ := e["reason"].(string)
+			if e["msg"] == "local member" && e["decision"] == "refuse" && strings.Contains(reason, "moved aside 2 times") &&
+				strings.Contains(reason, "no longer in the cluster (removed)") {
 				return nil
 			}
 		}
 		return errorf("not refused yet")
 	})
+	// It holds no learner slot: the cluster is the other three, and a new
+	// listed node joins.
+	c.Start(5)
+	c.WriteMembers(1, 2, 3, 4, 5)
+	c.Wait(cli, convergeTimeout, 1, 2, 3, 5)
+	r, stderr, _ := statusJSON(t, c, 1)
+	if waiting := strings.Join(r.Plan.Waiting, "\n"); !strings.Contains(waiting, "NodeRefuses") {
+		t.Errorf("status does not say that node 4 refuses to join: %+v %s", r, stderr)
+	}
+
 	if out, err := exec.Command(binary, "ack-moves", "--config", c.ConfigPath(4)).CombinedOutput(); err != nil {
 		t.Fatalf("etcdlet ack-moves: %v\n%s", err, out)
 	}
-	c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
+	c.Wait(cli, convergeTimeout, 1, 2, 3, 4, 5)
 	requireKeptData(t, movedAside(t, c, 4))
 }
 

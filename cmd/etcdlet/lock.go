@@ -20,7 +20,9 @@ func newLockCommand() *cobra.Command {
 		Short: "Show or break the agents' writer lock",
 		Long: `Every membership change an agent makes (and etcdlet member remove,
 evict-learner, move-leader) happens under one cluster-wide writer lock: an
-etcd mutex under the key /etcdlet/<cluster.name>/membership-lock, on a
+etcd mutex under the key /etcdlet/_id/<cluster ID>/membership-lock (by the
+cluster's ID: a node configured with another cluster.name contends for the
+same lock), on a
 lease of agent.lockTTL that the holder keeps alive. The holder records
 itself in the lock key's value: who (the agent's host, or the operator
 command), its host and process ID, and when it took the lock; etcd keeps no
@@ -161,7 +163,20 @@ func withLockClient(ctx context.Context, path string, fn func(context.Context, *
 		return err
 	}
 	defer cli.Close()
-	return fn(ctx, cli, etcdclient.WriterLockKey(cfg.Cluster.Name), cfg.Agent.CallTimeout)
+	// The lock's key derives from the cluster's ID, which every answer
+	// carries; it must be the cluster this node belongs to, when it
+	// belongs to one.
+	idCtx, cancel := context.WithTimeout(ctx, cfg.Agent.CallTimeout)
+	resp, err := cli.Get(idCtx, etcdclient.ClusterKeys(0), clientv3.WithCountOnly())
+	cancel()
+	if err != nil {
+		return fmt.Errorf("ask the cluster for its ID: %w", err)
+	}
+	id := resp.Header.ClusterId
+	if pinned := in.State.ClusterID; pinned != "" && pinned != strconv.FormatUint(id, 16) {
+		return fmt.Errorf("the endpoints answer for cluster %x, but this node belongs to cluster %s: not touching another cluster's lock", id, pinned)
+	}
+	return fn(ctx, cli, etcdclient.WriterLockKey(id), cfg.Agent.CallTimeout)
 }
 
 // readLock reads the lock keys and the holder's lease, linearizable. The

@@ -462,7 +462,7 @@ func withWriterLock(ctx context.Context, cfg *config.Config, in *daemon.Inspecto
 	if len(endpoints) == 0 {
 		endpoints = writeTargets(v, 0, false)
 	}
-	lock, err := takeLock(ctx, cfg, locker, endpoints)
+	lock, err := takeLock(ctx, cfg, locker, endpoints, v.ClusterID)
 	if err != nil {
 		return err
 	}
@@ -479,10 +479,10 @@ func withWriterLock(ctx context.Context, cfg *config.Config, in *daemon.Inspecto
 
 // takeLock takes the writer lock. An agent holds it for one change at a
 // time, so a busy lock is tried again until agent.lockTTL has passed.
-func takeLock(ctx context.Context, cfg *config.Config, locker *etcdclient.SessionLocker, voters []string) (etcdclient.Lock, error) {
+func takeLock(ctx context.Context, cfg *config.Config, locker *etcdclient.SessionLocker, voters []string, clusterID uint64) (etcdclient.Lock, error) {
 	deadline := time.Now().Add(cfg.Agent.LockTTL)
 	for {
-		lock, err := locker.TryLock(ctx, voters)
+		lock, err := locker.TryLock(ctx, voters, clusterID)
 		if !errors.Is(err, etcdclient.ErrLocked) {
 			return lock, err
 		}

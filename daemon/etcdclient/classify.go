@@ -76,7 +76,7 @@ func Classify(op Op, err error) Outcome {
 	if err == nil {
 		return Done
 	}
-	if errors.Is(err, ErrLockLost) {
+	if errors.Is(err, ErrLockLost) || errors.Is(err, ErrListChanged) {
 		// Without the lock no change may be made; the next pass takes it
 		// again and re-plans.
 		return Fatal
@@ -114,5 +114,5 @@ func Known(err error) bool {
 			return true
 		}
 	}
-	return errors.Is(err, ErrLockLost) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || status.Code(err) != codes.Unknown
+	return errors.Is(err, ErrLockLost) || errors.Is(err, ErrListChanged) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) || status.Code(err) != codes.Unknown
 }

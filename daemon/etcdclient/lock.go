@@ -23,13 +23,20 @@ var ErrLocked = errors.New("the writer lock is held by another agent")
 // has the lease time left that the next call needs.
 var ErrLockLost = errors.New("the writer lock was lost")
 
+// ErrListChanged says the member list in force changed after the change
+// was planned: the call is not made, and the next pass plans again.
+var ErrListChanged = errors.New("the member list changed since the change was planned")
+
 // Locker takes the cluster-wide writer lock: one agent at a time changes
-// membership. SessionLocker implements it with an etcd mutex; the
-// simulator with its model.
+// membership. It also keeps the agents' Board, on the same lease.
+// SessionLocker implements it with an etcd mutex; the simulator with its
+// model.
 type Locker interface {
-	// TryLock takes the lock through the given endpoints (the cluster's
-	// voters), or fails at once with ErrLocked when another holds it.
-	TryLock(ctx context.Context, endpoints []string) (Lock, error)
+	// TryLock takes the lock of the cluster clusterID through the given
+	// endpoints (the cluster's voters), or fails at once with ErrLocked
+	// when another holds it.
+	TryLock(ctx context.Context, endpoints []string, clusterID uint64) (Lock, error)
+	Board
 	// Close releases the lock and everything held for it.
 	Close()
 }
@@ -43,14 +50,14 @@ type Lock interface {
 	Unlock(ctx context.Context) error
 }
 
-// SessionLocker is the writer lock as an etcd mutex (Key) on a lease of
-// TTL, kept alive by a session while the agent lives. A writer killed
-// mid-change releases it when its lease expires. Any error taking,
-// confirming or releasing the lock closes the session, which revokes the
-// lease: a lock never outlives the failure that left it in doubt.
+// SessionLocker is the writer lock as an etcd mutex (WriterLockKey of the
+// cluster) on a lease of TTL, kept alive by a session while the agent
+// lives. A writer killed mid-change releases it when its lease expires.
+// Any error taking, confirming or releasing the lock closes the session,
+// which revokes the lease: a lock never outlives the failure that left it
+// in doubt. The agent's posts on the Board live on the same lease.
 type SessionLocker struct {
 	Pool *Pool
-	Key  string
 	TTL  time.Duration
 	// CallTimeout bounds each call the locker makes.
 	CallTimeout time.Duration
@@ -63,6 +70,7 @@ type SessionLocker struct {
 	client    *clientv3.Client
 	endpoints []string
 	session   *concurrency.Session
+	clusterID uint64 // the session's cluster
 }
 
 var _ Locker = (*SessionLocker)(nil)
@@ -70,14 +78,15 @@ var _ Locker = (*SessionLocker)(nil)
 // TryLock takes the mutex on a session whose client balances over the
 // endpoints; the session is kept across passes and recreated when its
 // lease is lost or the endpoints changed.
-func (l *SessionLocker) TryLock(ctx context.Context, endpoints []string) (Lock, error) {
+func (l *SessionLocker) TryLock(ctx context.Context, endpoints []string, clusterID uint64) (Lock, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	session, err := l.sessionFor(ctx, endpoints)
+	session, err := l.sessionFor(ctx, endpoints, clusterID)
 	if err != nil {
 		return nil, err
 	}
-	mutex := concurrency.NewMutex(session, l.Key)
+	key := WriterLockKey(clusterID)
+	mutex := concurrency.NewMutex(session, key)
 	lockCtx, cancel := context.WithTimeout(ctx, l.CallTimeout)
 	err = mutex.TryLock(lockCtx)
 	cancel()
@@ -88,7 +97,7 @@ func (l *SessionLocker) TryLock(ctx context.Context, endpoints []string) (Lock, 
 		// The lock key may or may not exist now: revoke the lease so that
 		// it does not.
 		l.closeSessionLocked()
-		return nil, fmt.Errorf("take writer lock %s: %w", l.Key, err)
+		return nil, fmt.Errorf("take writer lock %s: %w", key, err)
 	}
 	if err := l.identify(ctx, session, mutex); err != nil {
 		l.closeSessionLocked()
@@ -99,8 +108,10 @@ func (l *SessionLocker) TryLock(ctx context.Context, endpoints []string) (Lock, 
 
 // WriterLockKey is the prefix of the agents' writer lock of a cluster:
 // the etcd mutex's keys are this prefix, a slash, and each contender's
-// lease ID in hex.
-func WriterLockKey(cluster string) string { return "/etcdlet/" + cluster + "/membership-lock" }
+// lease ID in hex. It derives from the cluster's ID, never its name: a
+// node configured with another cluster.name that reaches this cluster
+// contends for the same lock.
+func WriterLockKey(clusterID uint64) string { return ClusterKeys(clusterID) + "membership-lock" }
 
 // LockHolder is what a writer lock key's value says about its holder.
 // etcd records no time and no owner of a key, so the holder writes them.
@@ -146,16 +157,14 @@ func (l *SessionLocker) identify(ctx context.Context, session *concurrency.Sessi
 	return nil
 }
 
-func (l *SessionLocker) sessionFor(ctx context.Context, endpoints []string) (*concurrency.Session, error) {
-	if l.client == nil {
-		c, err := l.Pool.NewMulti(endpoints)
-		if err != nil {
-			return nil, err
-		}
-		l.client, l.endpoints = c, endpoints
-	} else if !slices.Equal(l.endpoints, endpoints) {
-		l.client.SetEndpoints(endpoints...)
-		l.endpoints = endpoints
+// sessionFor is the session through the endpoints, which must answer for
+// cluster clusterID: its lease and every key on it belong to one cluster.
+func (l *SessionLocker) sessionFor(ctx context.Context, endpoints []string, clusterID uint64) (*concurrency.Session, error) {
+	if err := l.clientFor(endpoints); err != nil {
+		return nil, err
+	}
+	if l.session != nil && l.clusterID != clusterID {
+		l.closeSessionLocked() // another cluster's (a restore, a re-bootstrap)
 	}
 	if l.session != nil {
 		select {
@@ -174,13 +183,32 @@ func (l *SessionLocker) sessionFor(ctx context.Context, endpoints []string) (*co
 		if err != nil {
 			return nil, fmt.Errorf("grant writer lock lease: %w", err)
 		}
+		if got := lease.ResponseHeader.ClusterId; got != clusterID {
+			_, _ = l.client.Revoke(grantCtx, lease.ID)
+			return nil, fmt.Errorf("grant writer lock lease: the endpoints answer for cluster %x, not %x", got, clusterID)
+		}
 		s, err := concurrency.NewSession(l.client, concurrency.WithLease(lease.ID), concurrency.WithTTL(int(l.TTL/time.Second)))
 		if err != nil {
 			return nil, fmt.Errorf("create writer lock session: %w", err)
 		}
-		l.session = s
+		l.session, l.clusterID = s, clusterID
 	}
 	return l.session, nil
+}
+
+// clientFor makes the locker's client balance over the endpoints.
+func (l *SessionLocker) clientFor(endpoints []string) error {
+	if l.client == nil {
+		c, err := l.Pool.NewMulti(endpoints)
+		if err != nil {
+			return err
+		}
+		l.client, l.endpoints = c, endpoints
+	} else if !slices.Equal(l.endpoints, endpoints) {
+		l.client.SetEndpoints(endpoints...)
+		l.endpoints = endpoints
+	}
+	return nil
 }
 
 // closeSessionLocked revokes the session's lease (deleting any lock key

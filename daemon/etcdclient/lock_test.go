@@ -15,15 +15,13 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/internal/etcdtest"
 )
 
-const lockKey = "/etcdlet/test/membership-lock"
-
 func locker(t *testing.T) *etcdclient.SessionLocker {
 	t.Helper()
 	pool, err := etcdclient.NewPool(config.TLSFiles{}, 2*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l := &etcdclient.SessionLocker{Pool: pool, Key: lockKey, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
+	l := &etcdclient.SessionLocker{Pool: pool, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
 	t.Cleanup(func() { l.Close(); pool.Close() })
 	return l
 }
@@ -37,11 +35,11 @@ func TestALockWhoseReleaseFailsIsFreedAtOnce(t *testing.T) {
 	endpoints := etcdtest.ClientURLs(members)
 	a, b := locker(t), locker(t)
 	ctx := context.Background()
-	lock, err := a.TryLock(ctx, endpoints)
+	lock, err := a.TryLock(ctx, endpoints, members[0].ClusterID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.TryLock(ctx, endpoints); !errors.Is(err, etcdclient.ErrLocked) {
+	if _, err := b.TryLock(ctx, endpoints, members[0].ClusterID()); !errors.Is(err, etcdclient.ErrLocked) {
 		t.Fatalf("a second agent took a held lock: %v", err)
 	}
 	gone, cancel := context.WithCancel(ctx)
@@ -50,7 +48,7 @@ func TestALockWhoseReleaseFailsIsFreedAtOnce(t *testing.T) {
 		t.Fatal("a release that could not be sent reported success")
 	}
 	start := time.Now()
-	if _, err := b.TryLock(ctx, endpoints); err != nil {
+	if _, err := b.TryLock(ctx, endpoints, members[0].ClusterID()); err != nil {
 		t.Fatalf("after a failed release the lock stayed held: %v", err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
@@ -66,7 +64,7 @@ func TestRemainingSaysWhenTheLockIsLost(t *testing.T) {
 	endpoints := etcdtest.ClientURLs(members)
 	a := locker(t)
 	ctx := context.Background()
-	lock, err := a.TryLock(ctx, endpoints)
+	lock, err := a.TryLock(ctx, endpoints, members[0].ClusterID())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -74,7 +72,7 @@ func TestRemainingSaysWhenTheLockIsLost(t *testing.T) {
 	if err != nil || left <= 0 || left > 15*time.Second {
 		t.Fatalf("a held lock: remaining %s, %v", left, err)
 	}
-	other, kv := lockKeyValue(t, endpoints)
+	other, kv := lockKeyValue(t, endpoints, members[0].ClusterID())
 	if _, err := other.Revoke(ctx, clientv3.LeaseID(kv.Lease)); err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +83,7 @@ func TestRemainingSaysWhenTheLockIsLost(t *testing.T) {
 	if got := etcdclient.Classify(etcdclient.OpRemove, err); got != etcdclient.Fatal {
 		t.Errorf("a lost lock classifies as %s, want fatal: no call may follow", got)
 	}
-	if _, err := locker(t).TryLock(ctx, endpoints); err != nil {
+	if _, err := locker(t).TryLock(ctx, endpoints, members[0].ClusterID()); err != nil {
 		t.Errorf("the lost lock is still held: %v", err)
 	}
 }
@@ -99,11 +97,11 @@ func TestTheLockKeyNamesItsHolder(t *testing.T) {
 	a.Holder = "etcd-main-192.0.2.1"
 	ctx := context.Background()
 	before := time.Now()
-	lock, err := a.TryLock(ctx, endpoints)
+	lock, err := a.TryLock(ctx, endpoints, members[0].ClusterID())
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, kv := lockKeyValue(t, endpoints)
+	_, kv := lockKeyValue(t, endpoints, members[0].ClusterID())
 	h, ok := etcdclient.ParseLockHolder(kv.Value)
 	if !ok || h.Holder != "etcd-main-192.0.2.1" || h.PID != os.Getpid() || h.Host == "" || h.Acquired.Before(before.Add(-time.Second)) {
 		t.Errorf("holder %+v (ok %v) from value %q", h, ok, kv.Value)
@@ -118,14 +116,14 @@ func TestTheLockKeyNamesItsHolder(t *testing.T) {
 
 // lockKeyValue reads the one lock key through a client of its own, closed
 // when the test ends.
-func lockKeyValue(t *testing.T, endpoints []string) (*clientv3.Client, *mvccpb.KeyValue) {
+func lockKeyValue(t *testing.T, endpoints []string, clusterID uint64) (*clientv3.Client, *mvccpb.KeyValue) {
 	t.Helper()
 	other, err := clientv3.New(clientv3.Config{Endpoints: endpoints, DialTimeout: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { other.Close() })
-	resp, err := other.Get(context.Background(), lockKey, clientv3.WithPrefix())
+	resp, err := other.Get(context.Background(), etcdclient.WriterLockKey(clusterID), clientv3.WithPrefix())
 	if err != nil || len(resp.Kvs) != 1 {
 		t.Fatalf("the lock key: %v, %v", resp, err)
 	}

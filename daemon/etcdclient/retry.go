@@ -29,6 +29,10 @@ type Policy struct {
 	Failed func(op Op, outcome Outcome)
 }
 
+// Pause waits d as the policy waits between attempts (the simulator's
+// clock moves), or returns false when ctx ends first.
+func (p Policy) Pause(ctx context.Context, d time.Duration) bool { return p.sleep(ctx, d) }
+
 func (p Policy) sleep(ctx context.Context, d time.Duration) bool {
 	if p.Sleep != nil {
 		return p.Sleep(ctx, d)

@@ -70,6 +70,12 @@ const (
 	RefuseMovesAside Refusal = "moves-aside-limit"
 	// RefusePeerURLTaken: another member's name holds this node's peer URL.
 	RefusePeerURLTaken Refusal = "peer-url-taken"
+	// RefuseAddressTaken: the member at this node's address answers as
+	// itself while this node holds no data: another node serves it.
+	RefuseAddressTaken Refusal = "address-taken"
+	// RefuseClusterName: the cluster's members are named for another
+	// cluster.name than this node's.
+	RefuseClusterName Refusal = "cluster-name-mismatch"
 	// RefuseForeignAnswer: a listed address answers for another cluster
 	// than this node's; nothing is done to or for it (membership, not the
 	// local decision, finds these).
@@ -156,6 +162,13 @@ func Decide(in Inputs) Decision {
 	if in.Data.HasData() {
 		return decideWithData(in)
 	}
+	if name, ok := otherClusterName(in); ok {
+		// Joining would run a member under a name the cluster's agents do
+		// not expect: it would be their conflict, and this agent's writer
+		// would act on a list of names the cluster does not have.
+		return Decision{Kind: Refuse, Refusal: RefuseClusterName, Reason: fmt.Sprintf("the cluster's members are named %q and alike, not %q-…: this node's cluster.name %q is not the cluster's; not joining",
+			name, in.Cluster, in.Cluster)}
+	}
 	if named, ok := memberWithPeerURL(v, in.Self.PeerURL); ok && !v.Reached && !v.Ambiguous() && !named.Started() &&
 		(named.Name == "" || named.Name == in.Self.Name) && in.Flapping == "" {
 		// A bootstrap this node was part of, or a cluster that lost its
@@ -233,6 +246,12 @@ func decideJoin(in Inputs) Decision {
 		return Decision{Kind: Wait, Reason: "not a member yet; waiting to be added as a learner"}
 	case m.Name != "" && m.Name != in.Self.Name:
 		return Decision{Kind: Wait, Reason: fmt.Sprintf("member %q holds this node's peer URL %s; resolve by hand", m.Name, in.Self.PeerURL), Refusal: RefusePeerURLTaken}
+	case m.Started() && m.InRaft():
+		// It answers in raft as itself: alive, so another node serves this
+		// address (a cloned host, a configuration with another node's
+		// address). Declaring it stale would evict a healthy member.
+		return Decision{Kind: Refuse, Refusal: RefuseAddressTaken, Reason: fmt.Sprintf("member %s of cluster %s answers at this node's address %s as itself: another node serves this address; this node holds no data and stays out (is node.address right? is this host a clone of that one?)",
+			membership.IDString(m.ID), membership.IDString(in.View.ClusterID), in.Self.IP)}
 	case m.Started():
 		return Decision{Kind: DeclareStale, StaleID: m.ID,
 			Reason: fmt.Sprintf("the cluster has started member %s for this node but its data is gone; it must be removed and the node rejoin", membership.IDString(m.ID))}
@@ -263,6 +282,27 @@ func joinCluster(in Inputs) string {
 		}
 	}
 	return identity.InitialCluster(entries)
+}
+
+// otherClusterName finds a started voter at a listed address named for
+// another cluster.name, when none bears this node's: the cluster is not
+// this node's configuration's.
+func otherClusterName(in Inputs) (string, bool) {
+	other := ""
+	for _, m := range in.View.Members {
+		if m.IsLearner || !m.Started() {
+			continue
+		}
+		ip, ok := identity.IPFromURL(firstOr(m.PeerURLs))
+		if !ok || !slices.ContainsFunc(in.Desired, func(d identity.Member) bool { return d.IP == ip }) {
+			continue
+		}
+		if m.Name == identity.MemberName(in.Cluster, ip) {
+			return "", false
+		}
+		other = m.Name
+	}
+	return other, other != ""
 }
 
 func withSelf(desired []identity.Member, self identity.Member) []identity.Member {

@@ -90,8 +90,14 @@ func TestDecide(t *testing.T) {
 		{name: "an unstarted voter from the bootstrap list joins too",
 			in:   Inputs{InList: true, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), membership.Member{ID: 3, Name: self.Name, PeerURLs: []string{self.PeerURL}})},
 			want: Join},
-		{name: "our identity is a started member but our data is gone: declare it stale",
-			in: Inputs{InList: true, View: cluster}, want: DeclareStale, why: "data is gone"},
+		{name: "our identity is a started member that does not answer, and our data is gone: declare it stale",
+			in: Inputs{InList: true, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), func() membership.Member {
+				m := started("192.0.2.3", 3)
+				m.Health = membership.Health{Problem: "dial tcp 192.0.2.3:2379: connection refused"}
+				return m
+			}())}, want: DeclareStale, why: "data is gone"},
+		{name: "our identity answers in raft as itself: another node serves our address",
+			in: Inputs{InList: true, View: cluster}, want: Refuse, why: "another node serves this address", refusal: RefuseAddressTaken},
 		{name: "another name holds our peer URL",
 			in: Inputs{InList: true, View: reached(started("192.0.2.1", 1), func() membership.Member {
 				m := started("192.0.2.3", 9)
@@ -156,5 +162,26 @@ func TestDecide(t *testing.T) {
 				t.Errorf("refusal %q, want %q", d.Refusal, tt.refusal)
 			}
 		})
+	}
+}
+
+// A node whose cluster.name is not the cluster's does not join it, even
+// as the learner the writer added for its address.
+func TestAnotherClusterNameDoesNotJoin(t *testing.T) {
+	self := ident("192.0.2.3")
+	learnerForUs := membership.Member{ID: 3, PeerURLs: []string{self.PeerURL}, IsLearner: true}
+	in := Inputs{Cluster: "foo", Self: self, Desired: []identity.Member{self}, InList: true,
+		View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), learnerForUs)}
+	for _, m := range in.View.Members[:2] {
+		ip, _ := identity.IPFromURL(m.PeerURLs[0])
+		in.Desired = append(in.Desired, identity.Member{IP: ip, Name: identity.MemberName("foo", ip), PeerURL: m.PeerURLs[0]})
+	}
+	d := Decide(in)
+	if d.Kind != Refuse || d.Refusal != RefuseClusterName {
+		t.Fatalf("decision %s (%s), want a refusal naming the cluster name", d.Kind, d.Reason)
+	}
+	in.Cluster = "etcd-main"
+	if d := Decide(in); d.Kind != Join {
+		t.Errorf("with the cluster's name: decision %s (%s), want join", d.Kind, d.Reason)
 	}
 }

@@ -7,7 +7,9 @@ package memberlist
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -24,6 +26,12 @@ import (
 )
 
 // Source holds the desired list. It is safe for concurrent use.
+//
+// It also holds the configuration whose list rules (members.*,
+// cluster.replicas) are in force: a reload hands it a new one with
+// SetConfig, and whoever else applies those rules reads it with Config.
+// A configuration is never written to once loaded, so the one Config
+// returns can be read without a lock; a reload replaces it whole.
 type Source struct {
 	log     *slog.Logger
 	changes chan struct{}
@@ -35,10 +43,11 @@ type Source struct {
 	// pending is set while Watch waits for a burst of events to end
 	// before it reads the file itself.
 	pending atomic.Bool
-	// OnReload is called after every read of a changed list with why it
-	// was rejected, nil when it was accepted (metrics, Events). It runs
-	// under the source's lock: it must not call back into the source.
-	OnReload func(rejected error)
+	// OnReload is called after every read of a changed list with the
+	// members.source it was read from and why it was rejected, nil when
+	// it was accepted (metrics, Events). It runs under the source's lock:
+	// it must not call back into the source.
+	OnReload func(source string, rejected error)
 	// now is the clock that dates the members file's last modification.
 	now func() time.Time
 	// settle is how long the file's directories must be quiet before the
@@ -83,8 +92,9 @@ func (s *Source) Err() error {
 }
 
 // Read reports whether the configured source has been read at least once,
-// its list accepted or rejected; false while a members file is left for the
-// watch to read once it settled.
+// its list accepted or rejected, or found not to have one yet (the Etcd
+// resource's, before its first good read); false while a members file is
+// left for the watch to read once it settled.
 func (s *Source) Read() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -98,7 +108,8 @@ func (s *Source) Changes() <-chan struct{} { return s.changes }
 // SetConfig switches to a reloaded configuration (SIGHUP) and reads the
 // source it names at once: events the watch is waiting to act on concern
 // the old file. Only a file modified within the settle time is left for
-// the watch, which moves to the new file.
+// the watch, which moves to the new file. cfg must not be written to
+// afterwards: other goroutines read it without a lock.
 func (s *Source) SetConfig(cfg *config.Config) {
 	s.mu.Lock()
 	s.cfg = cfg
@@ -114,7 +125,9 @@ func (s *Source) SetConfig(cfg *config.Config) {
 	s.refresh(false)
 }
 
-func (s *Source) config() *config.Config {
+// Config returns the configuration whose list rules are in force: the one
+// given to New, or the latest SetConfig. Nobody writes to it.
+func (s *Source) Config() *config.Config {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.cfg
@@ -123,7 +136,7 @@ func (s *Source) config() *config.Config {
 // file is the members file to watch, "" for the static source. For the
 // Etcd resource it is the agent's copy of the resource's list.
 func (s *Source) file() string {
-	f := s.config().MembersFile()
+	f := s.Config().MembersFile()
 	if f == "" {
 		return ""
 	}
@@ -151,7 +164,7 @@ func (s *Source) Refresh() bool {
 	case s.resync <- struct{}{}:
 	default:
 	}
-	cfg := s.config()
+	cfg := s.Config()
 	if f := cfg.MembersFile(); f != "" && s.unsettled(f) {
 		return false
 	}
@@ -184,7 +197,11 @@ func (s *Source) recentlyModified(path string) bool {
 func (s *Source) refresh(notify bool) bool {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
-	cfg := s.config()
+	cfg := s.Config()
+	if noCopyYet(cfg) {
+		s.waitForEtcdResource(cfg)
+		return false
+	}
 	addrs, errs := cfg.DesiredMembers() // never blocks: see config.ReadMembersFile
 	key := fingerprint(addrs, errs)
 
@@ -198,11 +215,11 @@ func (s *Source) refresh(notify bool) bool {
 		s.lastErr = errs
 		s.log.Error("member list rejected; the last good list stays in force",
 			"source", cfg.Members.Source, "file", cfg.MembersFile(), "problems", errs.Error(), "inForce", identity.AddrStrings(s.current))
-		s.reloaded(errs)
+		s.reloaded(cfg, errs)
 		return false
 	}
 	s.lastErr = nil
-	s.reloaded(nil)
+	s.reloaded(cfg, nil)
 	if s.valid && slices.Equal(addrs, s.current) {
 		return false
 	}
@@ -217,10 +234,42 @@ func (s *Source) refresh(notify bool) bool {
 	return true
 }
 
-func (s *Source) reloaded(rejected error) {
+func (s *Source) reloaded(cfg *config.Config, rejected error) {
 	if s.OnReload != nil {
-		s.OnReload(rejected)
+		s.OnReload(cfg.Members.Source, rejected)
 	}
+}
+
+// noCopy is the key of a read that found no copy of the Etcd resource's
+// list (never a fingerprint: those are sha256 sums).
+const noCopy = "no copy of the Etcd resource's list"
+
+// noCopyYet tells whether, with members.source etcd-resource, the agent's
+// copy of the Etcd's list does not exist. The keeper writes it at the
+// first good read of the resource, so until then there is no list yet:
+// that is a wait, not a list to refuse. A list the resource holds that
+// breaks the rules is refused, and reported, by the keeper, and is never
+// written; a copy that is there but unreadable or bad is refused here.
+func noCopyYet(cfg *config.Config) bool {
+	if cfg.Members.Source != config.SourceEtcdResource {
+		return false
+	}
+	_, err := os.Lstat(cfg.EtcdResourceMembers())
+	return errors.Is(err, fs.ErrNotExist)
+}
+
+// waitForEtcdResource records that there is no list from the Etcd
+// resource yet: the list in force (one restored from before a restart, or
+// none) stays, and nothing is rejected.
+func (s *Source) waitForEtcdResource(cfg *config.Config) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastSeen == noCopy {
+		return
+	}
+	s.lastSeen, s.lastErr = noCopy, nil
+	s.log.Info("no member list from the Etcd resource yet; waiting for its first good read",
+		"file", cfg.MembersFile(), "inForce", identity.AddrStrings(s.current))
 }
 
 // Watch re-reads the members file whenever it may have changed, until ctx

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -73,7 +75,7 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 	writeSettled(t, path, "192.0.2.1\n192.0.2.2\n192.0.2.3\n")
 	var rejected atomic.Int32
 	s := New(fileConfig(path, 3), slog.New(slog.NewTextHandler(io.Discard, nil)), nil)
-	s.OnReload = func(err error) {
+	s.OnReload = func(_ string, err error) {
 		if err != nil {
 			rejected.Add(1)
 		}
@@ -170,4 +172,75 @@ func TestFallbackListIsInForceUntilAGoodRead(t *testing.T) {
 	if _, ok := empty.Current(); ok {
 		t.Error("with no good list ever read, there must be none in force")
 	}
+}
+
+// etcdResourceConfig takes the list from the Etcd resource: the source
+// reads the agent's copy of it in stateDir.
+func etcdResourceConfig(stateDir string, replicas int) *config.Config {
+	cfg := fileConfig("", replicas)
+	cfg.Members = config.Members{Source: config.SourceEtcdResource}
+	cfg.Agent.StateDir = stateDir
+	return cfg
+}
+
+// With the Etcd resource as the source, a copy of its list that does not
+// exist yet is no list yet, not a list to refuse: nothing is rejected (no
+// error, no Event through OnReload), the list in force stays, and the
+// source counts as read. A copy that is there but breaks the rules is
+// refused like any members file, and a members file that is missing still
+// is.
+func TestNoCopyOfTheEtcdResourceListIsNoListYet(t *testing.T) {
+	restored := []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")}
+	tests := []struct {
+		name     string
+		restored []netip.Addr // the list in force before (from the state file)
+		replicas int
+		copy     string // content of the copy, "" for none
+		want     string // the list in force afterwards
+		rejected bool
+	}{
+		{name: "first start", want: ""},
+		{name: "restart with a list restored", restored: restored, want: "192.0.2.1 192.0.2.2 192.0.2.3 "},
+		{name: "copy read", copy: "192.0.2.4\n192.0.2.5\n192.0.2.6\n", want: "192.0.2.4 192.0.2.5 192.0.2.6 "},
+		{name: "copy that breaks the rules", replicas: 3, copy: "192.0.2.4\n", want: "", rejected: true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := etcdResourceConfig(t.TempDir(), tc.replicas)
+			if tc.copy != "" {
+				writeSettled(t, cfg.EtcdResourceMembers(), tc.copy)
+			}
+			s := New(cfg, slog.New(slog.DiscardHandler), tc.restored)
+			var reloads []error
+			s.OnReload = func(source string, err error) {
+				if source != config.SourceEtcdResource {
+					t.Errorf("OnReload names source %q, want %q", source, config.SourceEtcdResource)
+				}
+				reloads = append(reloads, err)
+			}
+			s.Refresh()
+			if got := current(s); got != tc.want {
+				t.Errorf("list in force %q, want %q", got, tc.want)
+			}
+			if !s.Read() {
+				t.Error("the source does not count as read")
+			}
+			switch {
+			case tc.rejected && (s.Err() == nil || len(reloads) != 1 || reloads[0] == nil):
+				t.Errorf("a bad copy: error %v, reloads %v; want it rejected once", s.Err(), reloads)
+			case !tc.rejected && (s.Err() != nil || slices.ContainsFunc(reloads, func(err error) bool { return err != nil })):
+				t.Errorf("error %v, reloads %v; want nothing rejected", s.Err(), reloads)
+			case tc.copy == "" && len(reloads) > 0:
+				t.Errorf("reloads %v without a list read; want none", reloads)
+			}
+		})
+	}
+
+	t.Run("missing members file", func(t *testing.T) {
+		s := New(fileConfig(filepath.Join(t.TempDir(), "members"), 0), slog.New(slog.DiscardHandler), restored)
+		s.Refresh()
+		if s.Err() == nil || !strings.Contains(s.Err().Error(), "no such file") {
+			t.Errorf("a missing members file: error %v, want it rejected", s.Err())
+		}
+	})
 }

@@ -121,6 +121,10 @@ type Observation struct {
 	// HeldBack lists peer URLs whose learner expired recently: they are
 	// not added again before the others had their turn.
 	HeldBack []string
+	// Lists is what the agents' posted lists say (lists.go): a change
+	// about an address they disagree on waits, and so does the removal of
+	// a healthy voter while this agent's list is young.
+	Lists Agreement
 }
 
 // Ambiguous is true when this agent belongs to no cluster yet and the

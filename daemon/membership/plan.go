@@ -3,8 +3,10 @@ package membership
 import (
 	"cmp"
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/identity"
 )
@@ -140,6 +142,17 @@ const (
 	WaitForeign           WaitReason = "Foreign"           // an endpoint answers for another cluster
 	WaitOrphaningList     WaitReason = "OrphaningList"     // the list shares no address with the voters
 	WaitLearnerBackoff    WaitReason = "LearnerBackoff"    // its learner expired; others join first
+	// WaitListsDisagree: agents hold lists that differ about the address,
+	// and a change following one list would be undone by the other.
+	WaitListsDisagree WaitReason = "ListsDisagree"
+	// WaitListSettling: the list changed moments ago; a healthy voter is
+	// removed only once the list held for the hold-down.
+	WaitListSettling WaitReason = "ListSettling"
+	// WaitRemovedUnderNewerList: the address's member was removed under a
+	// list newer than the one this agent holds.
+	WaitRemovedUnderNewerList WaitReason = "RemovedUnderNewerList"
+	// WaitNodeRefuses: the node refuses to join (its moves-aside limit).
+	WaitNodeRefuses WaitReason = "NodeRefuses"
 )
 
 // Wait is a change that is needed but refused for now, and why.
@@ -192,8 +205,16 @@ func (p Plan) Converged() bool { return p.Next == nil && len(p.Waiting) == 0 }
 //     handed leadership over.
 func MakePlan(desired []identity.Member, obs Observation) Plan {
 	var p Plan
+	obs.Stale = silentStale(obs)
 	if len(desired) == 0 {
 		p.wait("", "", WaitEmptyList, "the member list is empty; an empty list never removes members")
+		return p
+	}
+	if c, ok := otherNaming(Match(desired, obs.Members)); ok {
+		// The listed members run under names of another cluster.name than
+		// this agent's: its configuration is not the cluster's, and
+		// whatever it added or promoted would be the others' conflict.
+		p.wait("", "", WaitConflict, fmt.Sprintf("the cluster's members are named as for another cluster.name than this agent's (%s); this agent makes no change until its cluster.name is the cluster's", c.Reason))
 		return p
 	}
 	if orphaning(desired, obs) {
@@ -216,8 +237,14 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 		}
 	}
 	m := Match(desired, obs.Members)
+	own := ownList(desired, obs.Lists)
 	for _, c := range m.Conflicts {
 		p.wait(ActionAddLearner, c.Desired.Name, WaitConflict, c.Reason+"; resolve by hand (etcdctl member remove/update)")
+	}
+	if obs.Lists.Known && obs.Lists.Own.Since == 0 {
+		p.wait("", "", WaitListsDisagree, fmt.Sprintf("this agent's list %s [%s] is not posted for the other agents to see yet; no change follows it before it is",
+			own.Digest(), strings.Join(own.List, " ")))
+		return p
 	}
 
 	// A stale incarnation of this node is desired by IP but must go.
@@ -233,21 +260,32 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 	}
 	slices.SortFunc(extra, func(a, b Member) int { return cmp.Or(cmp.Compare(a.Name, b.Name), cmp.Compare(a.ID, b.ID)) })
 
-	// 3. Extra and expired learners.
+	// 3. Extra and expired learners, and learners of nodes that refuse
+	// to join.
 	for _, e := range extra {
-		if e.IsLearner {
+		if e.IsLearner && !p.disputed(obs, own, ActionRemove, e.Name, addrOf(e), false) {
 			return p.next(Action{Kind: ActionRemove, Name: e.Name, PeerURL: first(e.PeerURLs), MemberID: e.ID, Reason: "learner is not in the member list"})
 		}
 	}
 	for _, l := range learners {
+		name := nameOr(l, pairDesired(m, l.ID).Name)
 		if slices.Contains(obs.Expired, l.ID) {
-			return p.next(Action{Kind: ActionRemove, Name: nameOr(l, pairDesired(m, l.ID).Name), PeerURL: first(l.PeerURLs), MemberID: l.ID, Expired: true,
+			return p.next(Action{Kind: ActionRemove, Name: name, PeerURL: first(l.PeerURLs), MemberID: l.ID, Expired: true,
 				Reason: "learner was not promoted within the learner timeout (" + problemOr(l, "never in sync") + "); it frees the learner slot and its node rejoins"})
+		}
+		if post, ok := obs.Lists.refusing(addrOf(l)); ok && !l.Started() {
+			return p.next(Action{Kind: ActionRemove, Name: name, PeerURL: first(l.PeerURLs), MemberID: l.ID,
+				Reason: "its node refuses to join (" + post.Refusing + "); the learner would hold etcd's only learner slot for nothing"})
 		}
 	}
 	// 4. Dead or stale voters that are not listed.
 	for _, e := range extra {
-		if e.InRaft() && !obs.isStale(e.ID) {
+		if e.IsLearner || (e.InRaft() && !obs.isStale(e.ID)) {
+			continue
+		}
+		// A stale incarnation goes whatever the lists say; a dead member
+		// that another agent's list names stays until the lists agree.
+		if !obs.isStale(e.ID) && p.disputed(obs, own, ActionRemove, e.Name, addrOf(e), false) {
 			continue
 		}
 		// Always safe here: the cluster has quorum (checked above), removing
@@ -264,6 +302,7 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 		l := learners[0]
 		name := nameOr(l, pairDesired(m, l.ID).Name)
 		switch {
+		case p.disputed(obs, own, ActionPromote, name, addrOf(l), true):
 		case l.Health.WrongIdentity:
 			// Whatever answers there is not this learner: promoting it
 			// cannot succeed, and must not.
@@ -303,20 +342,105 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 		}
 	}
 	// 7. Voters that are not listed.
-	if joining := joiningName(m, learners); joining != "" {
+	if joining := joiningName(m, learners, obs.Lists); joining != "" {
 		p.waitForJoins(extra, joining)
 		return p
 	}
 	for _, e := range extra {
 		// The only voter is never extra here: a list without it is
-		// orphaning, refused above.
-		if healthy-1 < Quorum(voters-1) {
+		// orphaning, refused above. Learners, dead and stale voters had
+		// their turn above.
+		switch {
+		case e.IsLearner || !e.InRaft() || obs.isStale(e.ID):
+		case healthy-1 < Quorum(voters-1):
 			p.waitRemove(e, voters, healthy)
-			continue
+		case p.disputed(obs, own, ActionRemove, e.Name, addrOf(e), false):
+		case obs.Lists.Stable < obs.Lists.HoldDown:
+			// Of all changes, removing a healthy voter is the one that
+			// costs: its data is moved aside and the keyspace copied again
+			// if the list wants it back. A list that flaps, or is written
+			// in two steps, must cost nobody.
+			p.wait(ActionRemove, e.Name, WaitListSettling, fmt.Sprintf("the list changed %s ago; a healthy voter is removed once the list has held for %s (agent.removalHoldDown)",
+				obs.Lists.Stable.Round(time.Millisecond), obs.Lists.HoldDown))
+		default:
+			return p.removeOrMoveLeader(e, "member is not in the member list", obs, m)
 		}
-		return p.removeOrMoveLeader(e, "member is not in the member list", obs, m)
 	}
 	return p
+}
+
+// otherNaming tells an agent whose cluster.name is not the cluster's: no
+// started voter at a listed address bears the name this agent expects,
+// and one bears a name of another cluster.name's prefix. (A single member
+// renamed by hand beside correctly named ones is only a conflict.)
+func otherNaming(m Matching) (Conflict, bool) {
+	for _, p := range m.Matched {
+		if p.Member.Started() && !p.Member.IsLearner {
+			return Conflict{}, false
+		}
+	}
+	for _, c := range m.Conflicts {
+		prefix := strings.TrimSuffix(c.Desired.Name, c.Desired.IP.String())
+		if c.Member.Started() && !c.Member.IsLearner && !strings.HasPrefix(c.Member.Name, prefix) {
+			return c, true
+		}
+	}
+	return Conflict{}, false
+}
+
+// silentStale keeps of the stale reports those about members that do not
+// answer in raft as themselves: a member that does is alive, whoever
+// claims its address (a cloned host, a configuration with another node's
+// address), and is never removed as stale.
+func silentStale(obs Observation) []uint64 {
+	var out []uint64
+	for _, id := range obs.Stale {
+		if m, ok := obs.Member(id); !ok || !m.InRaft() {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// ownList is this agent's list as the agents post it: the addresses of
+// the desired members.
+func ownList(desired []identity.Member, a Agreement) PostedList {
+	own := a.Own
+	addrs := make([]netip.Addr, len(desired))
+	for i, d := range desired {
+		addrs[i] = d.IP
+	}
+	own.List = SortedList(addrs)
+	return own
+}
+
+// disputed reports whether agents' lists disagree about addr (this
+// agent's list names it when ownHas): a change that follows this agent's
+// list would be undone by an agent that follows the other, so it waits
+// until they agree, and says which node holds which list.
+func (p *Plan) disputed(obs Observation, own PostedList, kind ActionKind, name, addr string, ownHas bool) bool {
+	if addr == "" {
+		return false
+	}
+	others := obs.Lists.disagreeing(addr, ownHas)
+	if len(others) == 0 {
+		return false
+	}
+	verb := "does not name"
+	if ownHas {
+		verb = "names"
+	}
+	p.wait(kind, name, WaitListsDisagree, fmt.Sprintf("the agents' lists disagree about %s: this agent's list %s [%s] %s it, but %s; it waits until they agree",
+		addr, own.Digest(), strings.Join(own.List, " "), verb, describeLists(others)))
+	return true
+}
+
+// addrOf is the address a member's peer URL names ("" when none).
+func addrOf(m Member) string {
+	if ip, ok := identity.IPFromURL(first(m.PeerURLs)); ok {
+		return ip.String()
+	}
+	return ""
 }
 
 // pickMissing chooses the missing member to add next: the first in list
@@ -326,8 +450,21 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 func (p *Plan) pickMissing(missing []identity.Member, obs Observation) (identity.Member, bool) {
 	var eligible, heldBack []identity.Member
 	for _, d := range missing {
+		addr := d.IP.String()
 		if f, ok := foreignAt(obs, d.ClientURL); ok {
 			p.wait(ActionAddLearner, d.Name, WaitForeign, fmt.Sprintf("%s; never added to this cluster", f))
+			continue
+		}
+		if post, ok := obs.Lists.refusing(addr); ok {
+			p.wait(ActionAddLearner, d.Name, WaitNodeRefuses, "its node refuses to join: "+post.Refusing)
+			continue
+		}
+		if r, ok := obs.Lists.removedUnderNewer(addr); ok {
+			p.wait(ActionAddLearner, d.Name, WaitRemovedUnderNewerList, fmt.Sprintf("member %s was removed at %s by %s under list %s (posted at revision %d), newer than this agent's (revision %d); it is added back only under a list posted after that",
+				r.MemberID, r.At.UTC().Format(time.RFC3339), r.By, r.Digest, r.Since, obs.Lists.Own.Since))
+			continue
+		}
+		if p.disputed(obs, ownList(nil, obs.Lists), ActionAddLearner, d.Name, addr, true) {
 			continue
 		}
 		if slices.Contains(obs.HeldBack, d.PeerURL) {
@@ -454,13 +591,16 @@ func (p Plan) next(a Action) Plan {
 	return p
 }
 
-// joiningName names a listed member that is not yet a voter, if any.
-func joiningName(m Matching, learners []Member) string {
+// joiningName names a listed member that is not yet a voter, if any; a
+// node that refuses to join is not waited for.
+func joiningName(m Matching, learners []Member, lists Agreement) string {
 	if len(learners) > 0 {
 		return nameOr(learners[0], pairDesired(m, learners[0].ID).Name)
 	}
-	if len(m.Missing) > 0 {
-		return m.Missing[0].Name
+	for _, d := range m.Missing {
+		if _, refuses := lists.refusing(d.IP.String()); !refuses {
+			return d.Name
+		}
 	}
 	return ""
 }

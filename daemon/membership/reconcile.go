@@ -2,6 +2,7 @@ package membership
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -44,11 +45,28 @@ type Reconciler struct {
 	mu       sync.Mutex
 	learners map[uint64]learnerSeen // first seen, per learner ID
 	heldBack map[string]time.Time   // peer URL -> not re-added before
+	// checkList is the step's ListState.Unchanged while it executes.
+	checkList func() error
 }
 
 type learnerSeen struct {
 	at      time.Time
 	peerURL string
+}
+
+// ListState is what the writer knows of the list it acts on.
+type ListState struct {
+	// Own is this agent's post of the list (what it posted, or would:
+	// Node and List); the Board under the lock says whether it is there.
+	Own PostedList
+	// InForce is when the list took force here; HoldDown how long it must
+	// have held before a healthy voter is removed.
+	InForce  time.Time
+	HoldDown time.Duration
+	// Unchanged, when set, says right before each membership call whether
+	// the list in force is still the one the plan came from: a list that
+	// changes mid-pass stops the call (etcdclient.ErrListChanged).
+	Unchanged func() error
 }
 
 // StepResult says what one reconcile step did.
@@ -66,8 +84,14 @@ type StepResult struct {
 // local is the local member's ID (0 when it has none): while the cluster
 // takes no writes (a NOSPACE or CORRUPT alarm), the lock cannot be taken,
 // and the agent of the leading member acts alone (etcdclient.LeaderLock).
-func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view View, stale []uint64, local uint64) (StepResult, error) {
+//
+// Under the lock the agents' posted lists are read again (the Board): no
+// change is made on a list this agent has not posted, nor about an address
+// the posted lists disagree on; and before each call, lists.Unchanged says
+// whether the list in force is still the one the plan came from.
+func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view View, stale []uint64, local uint64, lists ListState) (StepResult, error) {
 	view.Stale = stale
+	view.Lists.Stable, view.Lists.HoldDown = r.now().Sub(lists.InForce), lists.HoldDown
 	r.age(&view.Observation)
 	plan := MakePlan(desired, view.Observation)
 	res := StepResult{Plan: plan}
@@ -80,7 +104,7 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 	}
 	ctx, cancel := context.WithTimeout(ctx, r.Section)
 	defer cancel()
-	lock, err := r.Locker.TryLock(ctx, voters)
+	lock, err := r.Locker.TryLock(ctx, voters, view.ClusterID)
 	if etcdclient.RefusesWrites(err) {
 		lock, err = r.leaderLock(view, local, err)
 	}
@@ -101,18 +125,34 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 
 	// Re-observe under the lock: the view the plan came from may predate
 	// another writer's change.
-	fresh := r.Observer.Observe(ctx, Target{Endpoints: Endpoints(desired, view.Members), Listed: ClientURLs(desired), Pinned: view.Pinned})
+	target := Target{Endpoints: Endpoints(desired, view.Members), Listed: ClientURLs(desired), Pinned: view.Pinned}
+	fresh := r.Observer.Observe(ctx, target)
 	if !fresh.Reached {
 		return res, fmt.Errorf("cluster unreachable after taking the writer lock: %v", fresh.Problems)
 	}
+	if fresh.ClusterID != view.ClusterID {
+		return res, fmt.Errorf("the cluster answered as %s under the writer lock, %s before it", IDString(fresh.ClusterID), IDString(view.ClusterID))
+	}
 	fresh.Stale = stale
 	r.age(&fresh.Observation)
+	if fresh.Lists, err = r.agreement(ctx, voters, fresh.ClusterID, lists); err != nil {
+		return res, fmt.Errorf("read the agents' lists under the writer lock: %w", err)
+	}
 	res.Plan = MakePlan(desired, fresh.Observation)
 	if res.Plan.Next == nil {
 		return res, nil
 	}
 	action := *res.Plan.Next
 	res.Acted = &action
+	if err := r.recordRemoval(ctx, voters, fresh, action, fresh.Lists.Own); err != nil {
+		// Without the record, an agent holding an older list could add
+		// the member back: no removal without it.
+		res.Result = etcdclient.Result{Outcome: etcdclient.Retry, Err: err}
+		r.logChange(action, res.Result)
+		return res, nil
+	}
+	r.checkList = lists.Unchanged
+	defer func() { r.checkList = nil }()
 	var added uint64
 	res.Result = r.execute(ctx, action, fresh, lock, &added)
 	r.logChange(action, res.Result)
@@ -123,30 +163,48 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 		r.OnChange(action, res.Result) // wakes the new learner's agent
 	}
 	if added != 0 {
-		r.promoteAdded(ctx, action, added, fresh, lock)
+		r.promoteAdded(ctx, desired, added, target, fresh.Observation, lock)
 	}
 	return res, nil
 }
 
 // promoteAdded promotes the learner this writer just added, still under
-// the lock, as soon as etcd finds it in sync: its agent was woken and
-// starts it at once, and a learner usually catches up within
-// milliseconds. Waiting for a later pass to see it started would add a
-// whole observe-and-lock round to every join. It is the promotion the
-// plan would choose next (a listed learner, the only one), made when etcd
-// allows it; a learner that is slower (a static pod the kubelet has yet to
-// start, a large snapshot) is left to the next passes, without a word.
-func (r *Reconciler) promoteAdded(ctx context.Context, add Action, id uint64, view View, lock etcdclient.Lock) {
-	promote := Action{Kind: ActionPromote, Name: add.Name, PeerURL: add.PeerURL, MemberID: id,
-		Reason: "the learner this agent added joins the voters once in sync"}
-	result := r.execute(ctx, promote, view, lock, nil)
-	if result.Outcome != etcdclient.Done {
-		return
+// the lock, as soon as the plan would: its agent was woken and starts it
+// at once, and a learner usually catches up within milliseconds. Waiting
+// for a later pass to see it started would add a whole observe-and-lock
+// round to every join. Each try observes the cluster again and promotes
+// only when the plan's next action is this learner's promotion (it runs,
+// as the member the list names), never on the word of the add alone; a
+// learner that is slower (a static pod the kubelet has yet to start, a
+// large snapshot) is left to the next passes, without a word.
+func (r *Reconciler) promoteAdded(ctx context.Context, desired []identity.Member, id uint64, target Target, before Observation, lock etcdclient.Lock) {
+	for range max(1, r.Policy.Attempts) {
+		view := r.Observer.Observe(ctx, target)
+		if !view.Reached || view.ClusterID != before.ClusterID {
+			return
+		}
+		view.Stale, view.Lists = before.Stale, before.Lists
+		r.age(&view.Observation)
+		plan := MakePlan(desired, view.Observation)
+		if next := plan.Next; next != nil && next.Kind == ActionPromote && next.MemberID == id {
+			result := r.execute(ctx, *next, view, lock, nil)
+			if result.Outcome == etcdclient.Done {
+				r.logChange(*next, result)
+				if r.OnChange != nil {
+					r.OnChange(*next, result)
+				}
+			}
+			return
+		}
+		if !waitsFor(plan, WaitLearnerNotStarted) || !r.Policy.Pause(ctx, r.Policy.InitialBackoff) {
+			return
+		}
 	}
-	r.logChange(promote, result)
-	if r.OnChange != nil {
-		r.OnChange(promote, result)
-	}
+}
+
+// waitsFor reports whether the plan waits for reason.
+func waitsFor(p Plan, reason WaitReason) bool {
+	return slices.ContainsFunc(p.Waiting, func(w Wait) bool { return w.Reason == reason })
 }
 
 // leaderLock is the stand-in for the writer lock while the cluster is out
@@ -223,6 +281,11 @@ func (r *Reconciler) execute(ctx context.Context, a Action, view View, lock etcd
 	}
 	attempt := 0
 	return etcdclient.Do(ctx, r.Policy, etcdclient.Op(a.Kind), func(ctx context.Context) error {
+		if r.checkList != nil {
+			if err := r.checkList(); err != nil {
+				return err
+			}
+		}
 		remaining, err := lock.Remaining(ctx)
 		if err != nil {
 			return err
@@ -278,6 +341,48 @@ func writeTargets(view View, a Action) []string {
 	return append(leader, others...)
 }
 
+// agreement reads the agents' posts under the lock: this agent's own post
+// counts only when the Board has it with the list it plans with (else its
+// Since stays 0 and MakePlan makes no change: another agent could not see
+// the list it would follow).
+func (r *Reconciler) agreement(ctx context.Context, endpoints []string, clusterID uint64, lists ListState) (Agreement, error) {
+	posts, err := ReadBoard(ctx, r.Locker, endpoints, clusterID)
+	if err != nil {
+		return Agreement{}, err
+	}
+	a := Agreement{Known: true, Own: lists.Own, Removals: posts.Removals, Stable: r.now().Sub(lists.InForce), HoldDown: lists.HoldDown}
+	a.Own.Since = 0
+	for _, p := range posts.Lists {
+		switch {
+		case p.Node != lists.Own.Node:
+			a.Others = append(a.Others, p)
+		case p.Digest() == lists.Own.Digest():
+			a.Own = p
+		}
+	}
+	return a, nil
+}
+
+// recordRemoval records, before a member that is not listed is removed,
+// under which list it goes: an agent holding an older list never adds it
+// back (Agreement.removedUnderNewer). Removals for other reasons (a stale
+// incarnation, an expired learner) are no verdict of the list.
+func (r *Reconciler) recordRemoval(ctx context.Context, endpoints []string, view View, a Action, own PostedList) error {
+	if a.Kind != ActionRemove || a.Expired {
+		return nil
+	}
+	m, ok := view.Member(a.MemberID)
+	addr := addrOf(m)
+	if !ok || addr == "" || own.Has(addr) {
+		return nil
+	}
+	value, err := json.Marshal(Removal{Address: addr, MemberID: IDString(a.MemberID), By: own.Node, Digest: own.Digest(), Since: own.Since, At: r.now().UTC()})
+	if err != nil {
+		return err
+	}
+	return r.Locker.Record(ctx, endpoints, view.ClusterID, RemovalKey(view.ClusterID, addr), value)
+}
+
 func (r *Reconciler) logChange(a Action, res etcdclient.Result) {
 	attrs := []any{"action", string(a.Kind), "member", a.Name, "peerURL", a.PeerURL, "outcome", string(res.Outcome), "attempts", res.Attempts}
 	if a.MemberID != 0 {
@@ -290,6 +395,8 @@ func (r *Reconciler) logChange(a Action, res etcdclient.Result) {
 		attrs = append(attrs, "alarm", a.Alarm)
 	}
 	switch {
+	case errors.Is(res.Err, etcdclient.ErrListChanged):
+		r.Log.Info("membership change abandoned: the member list changed since it was planned", append(attrs, "detail", res.Err.Error())...)
 	case res.Outcome == etcdclient.Done && res.Err != nil:
 		r.Log.Info("membership change already applied", append(attrs, "detail", res.Err.Error())...)
 	case res.Outcome == etcdclient.Done:

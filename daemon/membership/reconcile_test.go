@@ -57,7 +57,7 @@ func TestARemovalWhoseReplyIsLostIsMadeOnce(t *testing.T) {
 	cluster := &replyLost{Cluster: pool}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	observer := &membership.Observer{Cluster: cluster, Timeout: 2 * time.Second}
-	locker := &etcdclient.SessionLocker{Pool: pool, Key: "/etcdlet/test/membership-lock", TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
+	locker := &etcdclient.SessionLocker{Pool: pool, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
 	defer locker.Close()
 	r := &membership.Reconciler{Cluster: cluster, Locker: locker, Observer: observer, Log: quiet,
 		Policy: node.DefaultPolicy(2 * time.Second), Section: 11 * time.Second, LearnerTimeout: time.Minute}
@@ -66,6 +66,7 @@ func TestARemovalWhoseReplyIsLostIsMadeOnce(t *testing.T) {
 		desired = append(desired, identity.Member{IP: netip.MustParseAddr("127.0.0.1"), Name: m.Name, PeerURL: m.PeerURL, ClientURL: m.ClientURL})
 	}
 	target := membership.Target{Endpoints: etcdtest.ClientURLs(members), Listed: membership.ClientURLs(desired)}
+	lists := postList(t, locker, etcdtest.ClientURLs(members), members[0].ClusterID(), desired)
 	// etcd refuses membership changes until every voter has been
 	// connected for 5s: step until the plan is done.
 	var removal *etcdclient.Result
@@ -74,7 +75,7 @@ func TestARemovalWhoseReplyIsLostIsMadeOnce(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("member m2 not removed within a minute (last: %+v)", removal)
 		}
-		res, err := r.Step(context.Background(), desired, observer.Observe(context.Background(), target), nil, 0)
+		res, err := r.Step(context.Background(), desired, observer.Observe(context.Background(), target), nil, 0, lists)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -93,9 +94,9 @@ func TestARemovalWhoseReplyIsLostIsMadeOnce(t *testing.T) {
 	if len(view.Members) != 2 {
 		t.Errorf("members after the removal: %v", view.Members)
 	}
-	other := &etcdclient.SessionLocker{Pool: pool, Key: "/etcdlet/test/membership-lock", TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
+	other := &etcdclient.SessionLocker{Pool: pool, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
 	defer other.Close()
-	if _, err := other.TryLock(context.Background(), etcdtest.ClientURLs(members[:2])); err != nil {
+	if _, err := other.TryLock(context.Background(), etcdtest.ClientURLs(members[:2]), members[0].ClusterID()); err != nil {
 		t.Errorf("the writer lock is still held after the step: %v", err)
 	}
 }
@@ -115,7 +116,7 @@ func TestALearnerIsPromotedByTheWriterThatAddedIt(t *testing.T) {
 	defer pool.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	observer := &membership.Observer{Cluster: pool, Timeout: 2 * time.Second}
-	locker := &etcdclient.SessionLocker{Pool: pool, Key: "/etcdlet/test/membership-lock", TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
+	locker := &etcdclient.SessionLocker{Pool: pool, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
 	defer locker.Close()
 	var mu sync.Mutex
 	var changes []string
@@ -141,7 +142,8 @@ func TestALearnerIsPromotedByTheWriterThatAddedIt(t *testing.T) {
 		{IP: netip.MustParseAddr("127.0.0.1"), Name: spec.Name, PeerURL: spec.AdvertisePeerURL, ClientURL: spec.AdvertiseClientURL},
 	}
 	target := membership.Target{Endpoints: membership.ClientURLs(desired), Listed: membership.ClientURLs(desired)}
-	res, err := r.Step(context.Background(), desired, observer.Observe(context.Background(), target), nil, 0)
+	lists := postList(t, locker, etcdtest.ClientURLs(members), members[0].ClusterID(), desired)
+	res, err := r.Step(context.Background(), desired, observer.Observe(context.Background(), target), nil, 0, lists)
 	if err != nil || res.Acted == nil || res.Acted.Kind != membership.ActionAddLearner || res.Result.Outcome != etcdclient.Done {
 		t.Fatalf("first step: %+v, %v; want the learner added", res, err)
 	}
@@ -158,7 +160,7 @@ func TestALearnerIsPromotedByTheWriterThatAddedIt(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("the learner was not promoted within 30s of passes")
 		}
-		if _, err := r.Step(context.Background(), desired, observer.Observe(context.Background(), target), nil, 0); err != nil {
+		if _, err := r.Step(context.Background(), desired, observer.Observe(context.Background(), target), nil, 0, lists); err != nil {
 			t.Fatalf("next step: %v", err)
 		}
 	}
@@ -185,4 +187,19 @@ func promoted(mu *sync.Mutex, changes *[]string) bool {
 	mu.Lock()
 	defer mu.Unlock()
 	return slices.Contains(*changes, "promote done")
+}
+
+// postList posts the desired list as this test's agent (node 127.0.0.1)
+// does before it acts, held for longer than any hold-down.
+func postList(t *testing.T, board etcdclient.Board, endpoints []string, clusterID uint64, desired []identity.Member) membership.ListState {
+	t.Helper()
+	addrs := make([]netip.Addr, len(desired))
+	for i, d := range desired {
+		addrs[i] = d.IP
+	}
+	own := membership.PostedList{Node: "127.0.0.1", List: membership.SortedList(addrs), ReadAt: time.Now()}
+	if err := membership.Post(context.Background(), board, endpoints, clusterID, &own); err != nil {
+		t.Fatal(err)
+	}
+	return membership.ListState{Own: own, InForce: time.Now().Add(-time.Hour), HoldDown: time.Second}
 }

@@ -36,6 +36,9 @@ type Metrics struct {
 	// LearnersExpired counts learners this agent removed because they
 	// were not promoted within agent.learnerTimeout.
 	LearnersExpired prometheus.Counter
+	// ListsDiffering counts the other agents whose posted member list
+	// differs from this agent's, as last read.
+	ListsDiffering prometheus.Gauge
 	// LastSuccessfulPass is when (unix seconds) a reconcile pass last
 	// succeeded: it observed the cluster with quorum, and carried out or
 	// correctly deferred the local decision and the writer's step,
@@ -121,6 +124,8 @@ func New() *Metrics {
 		LocalDecision: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "etcdlet_local_member_decision", Help: "1 for the current decision about the local member (keep, join, wait, ...)."},
 			[]string{"decision"}),
+		ListsDiffering: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "etcdlet_lists_differing", Help: "Other agents whose posted member list differs from this agent's, as last read; changes about the addresses they disagree on wait."}),
 		DataDirsMoved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "etcdlet_data_dirs_moved_aside_total", Help: "Data dirs moved aside (never deleted)."}),
 		ForeignAnswers: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -180,7 +185,7 @@ func New() *Metrics {
 	r.MustRegister(m.PacemakerPolls, m.PacemakerPollDuration, m.PacemakerKnown, m.PacemakerCondition)
 	r.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.MembershipChanges, m.WriterLockBusy, m.ListReloads,
 		m.DesiredMembers, m.Members, m.HealthyVoters, m.ClusterReachable, m.PlanWaiting, m.LocalDecision, m.DataDirsMoved,
-		m.ForeignAnswers, m.BootstrapWaiting, m.LearnersExpired, m.LastSuccessfulPass, m.EtcdCallErrors, m.Refusals,
+		m.ForeignAnswers, m.BootstrapWaiting, m.LearnersExpired, m.ListsDiffering, m.LastSuccessfulPass, m.EtcdCallErrors, m.Refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

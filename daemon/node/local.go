@@ -64,9 +64,9 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) (next time.Duration, ok
 			n.Log.Error("stop removed member", "error", err)
 			return interval, false
 		}
-		return n.moveAside(n.localMemberID(&s), d.Reason)
+		return n.moveAside(n.localMemberID(&s), d.Reason, droppedBy(s))
 	case localmember.MoveAside:
-		return n.moveAside(n.localMemberID(&s), d.Reason)
+		return n.moveAside(n.localMemberID(&s), d.Reason, droppedBy(s))
 	case localmember.Wait:
 		if s.View.Reached {
 			// Waiting to be added: the writer may add this node any moment
@@ -109,8 +109,9 @@ func (n *Node) backOff() {
 // local member ID and start parameters, keeping WasMember: a node that was
 // a member never bootstraps a new cluster. It waits while an etcd process
 // still holds the data (a static pod the kubelet is still stopping). ok
-// is false when the move failed.
-func (n *Node) moveAside(memberID uint64, reason string) (next time.Duration, ok bool) {
+// is false when the move failed. droppedBy is the digest of the list that
+// removed the member, when one did.
+func (n *Node) moveAside(memberID uint64, reason, droppedBy string) (next time.Duration, ok bool) {
 	inUse, err := n.DataDir.InUse()
 	if err != nil {
 		n.Log.Error("move data dir aside", "dataDir", n.Config.Etcd.DataDir, "error", err)
@@ -134,7 +135,7 @@ func (n *Node) moveAside(memberID uint64, reason string) (next time.Duration, ok
 			n.OnMoveAside(to, reason)
 		}
 		n.state.Tombstones = append(n.state.Tombstones, state.Tombstone{Time: n.Now().UTC(), MemberID: membership.IDString(memberID),
-			From: n.Config.Etcd.DataDir, To: to, Reason: reason})
+			From: n.Config.Etcd.DataDir, To: to, Reason: reason, DroppedByList: droppedBy})
 	}
 	n.state.MemberID, n.state.InitialCluster, n.state.InitialClusterState = "", "", ""
 	n.state.Bootstrap = nil
@@ -143,6 +144,19 @@ func (n *Node) moveAside(memberID uint64, reason string) (next time.Duration, ok
 	n.exits, n.restartAfter, n.settling = 0, time.Time{}, 0
 	n.seenExits = n.Runtime.Status().Exits
 	return 100 * time.Millisecond, true
+}
+
+// droppedBy is the digest of the list under which the local member was
+// removed, when the Board records that a writer removed it because its
+// list no longer named this node.
+func droppedBy(s Snapshot) string {
+	id := membership.IDString(s.Runtime.MemberID)
+	for _, r := range s.View.Lists.Removals {
+		if r.Address == s.Self.IP.String() && (r.MemberID == id || s.Runtime.MemberID == 0) {
+			return r.Digest
+		}
+	}
+	return ""
 }
 
 // noteMembership records that the local member is part of a cluster with

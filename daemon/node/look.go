@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -102,6 +103,10 @@ func (n *Node) look(ctx context.Context, acting bool) Snapshot {
 	})
 	n.refuseOrphaning(&s)
 	s.Decision = n.decide(ctx, &s)
+	if acting {
+		n.noteList(&s)
+	}
+	n.lists(ctx, &s, acting)
 	stale := []uint64(nil)
 	if s.Decision.Kind == localmember.DeclareStale {
 		stale = []uint64{s.Decision.StaleID}
@@ -198,19 +203,39 @@ func (n *Node) dataProblem(s *Snapshot) localmember.Problem {
 
 // flapping says why the node does not rejoin: it moved its data aside
 // etcd.moveAsideLimit times within etcd.moveAsideWindow, counting only
-// moves after the operator's last acknowledgement.
+// moves after the operator's last acknowledgement, and not the moves
+// that a list caused (it no longer named this node, and a writer removed
+// the member): that is a list doing its work, no sign that something keeps
+// removing this member. It names the reasons the moves were made for.
 func (n *Node) flapping(op state.Operator) string {
 	window := n.Config.Etcd.MoveAsideWindow
 	since := n.Now().Add(-window)
 	if op.MovesAcknowledged.After(since) {
 		since = op.MovesAcknowledged
 	}
-	moved, err := n.DataDir.MovedSince(since)
-	if err != nil || moved < n.Config.Etcd.MoveAsideLimit {
+	reasons := map[string]int{}
+	moved := 0
+	for _, t := range n.state.Tombstones {
+		if !t.Time.Before(since) && t.DroppedByList == "" {
+			moved++
+			reasons[t.Reason]++
+		}
+	}
+	if onDisk, err := n.DataDir.MovedSince(since); err == nil && len(n.state.Tombstones) == 0 && onDisk > moved {
+		moved = onDisk // the state was lost: whatever the disk shows counts
+	}
+	if moved < n.Config.Etcd.MoveAsideLimit {
 		return ""
 	}
-	return fmt.Sprintf("the data dir was moved aside %d times within %s (etcd.moveAsideLimit %d): something keeps removing this member or destroying its data; find out what, then run 'etcdlet ack-moves' to let the node rejoin",
-		moved, window, n.Config.Etcd.MoveAsideLimit)
+	var why []string
+	for _, r := range slices.Sorted(maps.Keys(reasons)) {
+		why = append(why, fmt.Sprintf("%s (%d×)", r, reasons[r]))
+	}
+	if len(why) == 0 {
+		why = []string{"reasons not recorded (the agent's state was lost)"}
+	}
+	return fmt.Sprintf("the data dir was moved aside %d times within %s, not counting removals by a list that dropped this node (etcd.moveAsideLimit %d): %s. Something removes this member again and again although the list names it, or destroys its data: the agents' logs name each removal ('membership change', with the writer's node), an operator or another tool may be at work. Find out what, then run 'etcdlet ack-moves' to let the node rejoin",
+		moved, window, n.Config.Etcd.MoveAsideLimit, strings.Join(why, "; "))
 }
 
 // askConsent asks every other listed node, in parallel, to agree to a

@@ -133,6 +133,8 @@ type Node struct {
 	restartAfter time.Time         // no restart before this (crash-loop backoff)
 	settling     int               // passes since the last progress, for settle()
 	applied      bool              // the local decision was carried out once (for READY)
+	listDigest   string            // the list this node acts on (membership.ListDigest)
+	listInForce  time.Time         // since when it is (the removal hold-down)
 	// refusing are the last pass's refusals to act, for recordRefusals.
 	refusing map[string]localmember.Refusal
 

@@ -19,7 +19,7 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 	if s.Decision.Kind == localmember.DeclareStale {
 		stale = []uint64{s.Decision.StaleID}
 	}
-	res, err := n.writer.Step(ctx, s.Desired, s.View, stale, n.localMemberID(&s))
+	res, err := n.writer.Step(ctx, s.Desired, s.View, stale, n.localMemberID(&s), n.listState(s))
 	n.recordPlan(res.Plan)
 	interval := n.Config.Agent.ReconcileInterval
 	switch {
@@ -40,6 +40,9 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		return n.settle(), false
 	case waitsFor(res.Plan, membership.WaitLearnerNotStarted):
 		return n.settle(), true
+	case waitsFor(res.Plan, membership.WaitListSettling):
+		// The removal is due the moment the list has held long enough.
+		return max(n.Config.Agent.RemovalHoldDown-n.Now().Sub(n.listInForce), 10*time.Millisecond), true
 	}
 	return interval, true
 }

@@ -157,6 +157,7 @@ func (a *etcdAPI) MemberAddAsLearner(_ context.Context, endpoint, peerURL string
 		// Named, with a client URL, once its process starts and publishes.
 		added = &member{id: hashID(peerURL, a.w.token, fmt.Sprint(c.index)), peerURL: peerURL, learner: true}
 		c.members = append(c.members, added)
+		a.w.noteChange(a.from, c, hostOfURL(peerURL), true)
 		return nil
 	})
 	if err != nil {
@@ -190,6 +191,7 @@ func (a *etcdAPI) MemberRemove(_ context.Context, endpoint string, id uint64) er
 		if a.w.strict && !m.learner && !a.w.quorumAfterRemoval(c, h, id) {
 			return rpctypes.ErrGRPCUnhealthy
 		}
+		a.w.noteChange(a.from, c, hostOfURL(m.peerURL), false)
 		c.members = deleteMember(c.members, id)
 		if c.leader == id {
 			c.leader = 0

@@ -16,9 +16,12 @@ func (s *scheduler) step() {
 	case r < 62:
 		s.event("pass")
 		s.pass(s.pickAgent())
-	case r < 70:
+	case r < 68:
 		s.event("list change")
 		s.changeList()
+	case r < 70:
+		s.event("list arrives")
+		s.listArrives()
 	case r < 72:
 		s.event("list seen late")
 		h := s.pickHost()
@@ -120,6 +123,23 @@ func (s *scheduler) changeList() {
 	w.note("list: %v", next)
 }
 
+// listArrives brings the newest list to one host that does not read it
+// yet: a list change reaches hosts one after another.
+func (s *scheduler) listArrives() {
+	var lagging []*host
+	for _, h := range s.w.hosts {
+		if !slices.Equal(h.list, s.current()) {
+			lagging = append(lagging, h)
+		}
+	}
+	if len(lagging) == 0 {
+		return
+	}
+	h := lagging[s.w.rng.IntN(len(lagging))]
+	h.list = slices.Clone(s.current())
+	s.w.note("%s: the list %v arrives", h.name(), h.list)
+}
+
 // keepsAVoter: the list names a voter of the schedule's cluster (any list
 // does while there is none yet).
 func (s *scheduler) keepsAVoter(list []netip.Addr) bool {
@@ -152,14 +172,16 @@ func (s *scheduler) mainCluster() *cluster {
 
 // armFault makes the next membership call fail before it applies, or
 // lose its reply after it applied, or the agent die right after its next
-// side effect.
+// side effect, or the list change on its host while it holds the lock.
 func (s *scheduler) armFault() {
 	w := s.w
-	switch w.rng.IntN(3) {
+	switch w.rng.IntN(4) {
 	case 0:
 		w.armed.failBefore = true
 	case 1:
 		w.armed.loseReply = true
+	case 2:
+		w.armed.listChanges = true
 	default:
 		w.armed.crashAfter = true
 	}

@@ -374,6 +374,37 @@ func (w *world) maybeCrash(h *host, after string) {
 	}
 }
 
+// noteChange checks, for an add or a removal of addr's member by from,
+// that agents whose lists differ never undo each other's changes: the
+// last change about addr was made by an agent that still holds the list
+// it made it under and still has that list posted for the others to see
+// (it answers, and could redo it), and from's list says the opposite
+// about addr: the two would fight.
+func (w *world) noteChange(from *host, c *cluster, addr netip.Addr, add bool) {
+	now := listedChange{add: add, host: from.idx, gen: from.gen, list: fmt.Sprint(from.list)}
+	prev, ok := w.lastChange[addr]
+	w.lastChange[addr] = now
+	if !ok || prev.add == add {
+		return
+	}
+	actor := w.hosts[prev.host]
+	stillHolds := actor.agent != nil && actor.gen == prev.gen && fmt.Sprint(actor.list) == prev.list && slices.Contains(actor.list, addr) == prev.add
+	if stillHolds && w.posted(c, actor) && slices.Contains(from.list, addr) == add {
+		w.fail("%s undid %s's %s of %s: it holds the list %v, the other still %v and has it posted: agents whose lists differ fight",
+			from.name(), actor.name(), map[bool]string{true: "add", false: "removal"}[prev.add], addr, from.list, actor.list)
+	}
+}
+
+// posted reports whether h's agent has a live post on c's Board.
+func (w *world) posted(c *cluster, h *host) bool {
+	for _, e := range c.board {
+		if e.leased && e.host == h.idx && e.gen == h.gen && w.now.Before(e.expires) {
+			return true
+		}
+	}
+	return false
+}
+
 // checkCallInto is the invariant that an agent makes membership calls
 // only into its own cluster: never into one the simulator put on an
 // address as a foreign cluster, and, once the agent's host belongs to a

@@ -3,6 +3,8 @@ package sim
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -32,12 +34,15 @@ type locker struct {
 
 var _ etcdclient.Locker = (*locker)(nil)
 
-func (l *locker) TryLock(_ context.Context, endpoints []string) (etcdclient.Lock, error) {
+func (l *locker) TryLock(_ context.Context, endpoints []string, clusterID uint64) (etcdclient.Lock, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c := l.clusterBehind(endpoints)
 	if c == nil {
 		return nil, fmt.Errorf("take writer lock: %w", rpctypes.ErrGRPCNoLeader)
+	}
+	if c.id != clusterID {
+		return nil, fmt.Errorf("take writer lock: the endpoints answer for cluster %x, not %x", c.id, clusterID)
 	}
 	for _, al := range c.alarms {
 		if al.kind == "NOSPACE" {
@@ -51,6 +56,10 @@ func (l *locker) TryLock(_ context.Context, endpoints []string) (etcdclient.Lock
 		return nil, etcdclient.ErrLocked
 	}
 	c.lock = &lockHolder{host: l.h.idx, gen: l.gen, expires: l.w.now.Add(lockTTL)}
+	if l.w.armed.listChanges && l.w.onLock != nil {
+		l.w.armed.listChanges = false
+		l.w.onLock(l.h)
+	}
 	return &modelLock{l: l, c: c}, nil
 }
 
@@ -73,6 +82,75 @@ func (l *locker) Close() {
 			c.lock = nil
 		}
 	}
+}
+
+// boardEntry is a key on a cluster's Board: a post lives on its agent
+// incarnation's lease (kept alive like the lock's), a record for good.
+type boardEntry struct {
+	value     []byte
+	leased    bool
+	host, gen int
+	expires   time.Time
+}
+
+// Post puts a leased entry through a quorate endpoint of the cluster.
+func (l *locker) Post(_ context.Context, endpoints []string, clusterID uint64, key string, value []byte) (int64, error) {
+	return l.put(endpoints, clusterID, key, value, true)
+}
+
+// Record puts an entry for good.
+func (l *locker) Record(_ context.Context, endpoints []string, clusterID uint64, key string, value []byte) error {
+	_, err := l.put(endpoints, clusterID, key, value, false)
+	return err
+}
+
+func (l *locker) put(endpoints []string, clusterID uint64, key string, value []byte, leased bool) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, err := l.boardOf(endpoints, clusterID)
+	if err != nil {
+		return 0, err
+	}
+	for _, al := range c.alarms {
+		if al.kind == "NOSPACE" || al.kind == "CORRUPT" {
+			return 0, fmt.Errorf("post %s: %w", key, rpctypes.ErrGRPCNoSpace)
+		}
+	}
+	if c.board == nil {
+		c.board = map[string]boardEntry{}
+	}
+	c.rev++
+	c.board[key] = boardEntry{value: slices.Clone(value), leased: leased, host: l.h.idx, gen: l.gen, expires: l.w.now.Add(lockTTL)}
+	return c.rev, nil
+}
+
+// Read returns the live entries under prefix.
+func (l *locker) Read(_ context.Context, endpoints []string, clusterID uint64, prefix string) (map[string][]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	c, err := l.boardOf(endpoints, clusterID)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]byte{}
+	for key, e := range c.board {
+		if strings.HasPrefix(key, prefix) && (!e.leased || l.w.now.Before(e.expires)) {
+			out[key] = slices.Clone(e.value)
+		}
+	}
+	return out, nil
+}
+
+// boardOf is the cluster behind the endpoints, which must be clusterID.
+func (l *locker) boardOf(endpoints []string, clusterID uint64) (*cluster, error) {
+	c := l.clusterBehind(endpoints)
+	switch {
+	case c == nil:
+		return nil, fmt.Errorf("board: %w", rpctypes.ErrGRPCNoLeader)
+	case c.id != clusterID:
+		return nil, fmt.Errorf("board: the endpoints answer for cluster %x, not %x", c.id, clusterID)
+	}
+	return c, nil
 }
 
 type modelLock struct {

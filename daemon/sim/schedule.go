@@ -66,11 +66,19 @@ func Run(seed uint64, opts Options) (res Result) {
 		token: "etcd-main", trace: newTrace(opts.Logs)}
 	res = Result{Seed: seed, Stats: NewStats()}
 	w.applied = res.Stats.Actions
+	w.lastChange = map[netip.Addr]listedChange{}
 	w.strict = w.rng.IntN(2) == 0
 	defer func() {
 		res.Failures, res.Trace = w.failures, w.trace.String()
 	}()
 	s := &scheduler{w: w, opts: opts, mu: &sync.Mutex{}, stats: res.Stats}
+	w.onLock = func(h *host) {
+		// The list changes while the agent holds the lock, after it
+		// planned: a new list that reaches this host first.
+		s.event("list changes under the lock")
+		s.changeList()
+		h.list = slices.Clone(s.current())
+	}
 	s.setUp()
 	for step := 0; step < opts.Steps && len(w.failures) == 0; step++ {
 		s.step()
@@ -141,11 +149,25 @@ func (s *scheduler) formCluster(hosts []*host, list []netip.Addr) {
 	s.main = c
 }
 
+// setList makes list the newest. A list change reaches the hosts one
+// after another: each reads it now or, with some chance, only when it
+// arrives later (listArrives; converge brings it to all). Before the
+// schedule's cluster has formed, every host reads it at once: fresh nodes
+// that read lists sharing nothing bootstrap a cluster each by consent
+// (the documented limit that cluster.bootstrap: explicit closes).
 func (s *scheduler) setList(list []netip.Addr) {
 	s.lists = append(s.lists, list)
-	for _, h := range s.w.hosts {
-		h.list = slices.Clone(list)
+	formed := s.mainCluster() != nil && len(s.mainCluster().voters()) > 0
+	first := true
+	for _, i := range s.w.rng.Perm(len(s.w.hosts)) {
+		h := s.w.hosts[i]
 		h.listRead = false
+		if first || !formed || s.w.rng.IntN(2) == 0 {
+			h.list = slices.Clone(list)
+			first = false
+		} else {
+			s.w.note("%s: the list %v has not reached it yet", h.name(), list)
+		}
 	}
 }
 

@@ -44,6 +44,20 @@ type world struct {
 	stepFaulty bool
 	adds       int            // instances created by an agent's bootstrap
 	applied    map[string]int // membership changes applied, by kind
+	// lastChange is, per address, the last add or removal of its member
+	// and the list its agent held: for the invariant that agents whose
+	// lists differ never undo each other's changes.
+	lastChange map[netip.Addr]listedChange
+	// onLock runs when an agent takes the writer lock (the list-change
+	// fault).
+	onLock func(h *host)
+}
+
+// listedChange is an add or a removal, who made it, and under which list.
+type listedChange struct {
+	add       bool
+	host, gen int
+	list      string
 }
 
 // faults are what the next membership call or side effect does wrong.
@@ -51,6 +65,9 @@ type faults struct {
 	failBefore bool // the next membership call fails before it applies
 	loseReply  bool // the next membership call applies, its reply is lost
 	crashAfter bool // the agent dies right after its next side effect
+	// listChanges: the list changes on the passing agent's host while it
+	// holds the writer lock, after it planned and before it calls.
+	listChanges bool
 }
 
 // crashed is the panic value of an agent that dies mid-pass.
@@ -85,8 +102,10 @@ type cluster struct {
 	leader       uint64
 	alarms       []alarm
 	lock         *lockHolder
-	foreign      bool // put there by the simulator, no agent's
-	bootstrapped bool // formed by an agent's bootstrap
+	board        map[string]boardEntry // the agents' Board (etcdclient.Board)
+	rev          int64                 // revision of the last Board write
+	foreign      bool                  // put there by the simulator, no agent's
+	bootstrapped bool                  // formed by an agent's bootstrap
 	key          string
 	index        uint64 // raft index, for Status
 }
@@ -237,6 +256,16 @@ func (w *world) settle() {
 		if l := c.lock; l != nil {
 			if h := w.hosts[l.host]; h.agent != nil && h.gen == l.gen && !h.isolated {
 				l.expires = w.now.Add(lockTTL)
+			}
+		}
+		for key, e := range c.board {
+			switch h := w.hosts[e.host]; {
+			case !e.leased:
+			case h.agent != nil && h.gen == e.gen && !h.isolated:
+				e.expires = w.now.Add(lockTTL)
+				c.board[key] = e
+			case !w.now.Before(e.expires):
+				delete(c.board, key) // its agent's lease expired
 			}
 		}
 	}

@@ -55,6 +55,18 @@ type State struct {
 	// change at different times, so a node that may bootstrap asks them
 	// too whether they started a cluster. Cleared once it is a member.
 	Seen []string `json:"seen,omitempty"`
+	// Posted is the list this node last posted for the other agents (its
+	// digest, in which cluster, and the revision it was first posted at):
+	// a restart posts the same list with the same revision, so that an
+	// old list never passes for a newer one.
+	Posted *PostedList `json:"posted,omitempty"`
+}
+
+// PostedList is what State.Posted records.
+type PostedList struct {
+	ClusterID string `json:"clusterID"`
+	Digest    string `json:"digest"`
+	Since     int64  `json:"since"`
 }
 
 // MaxSeen bounds State.Seen.
@@ -111,6 +123,11 @@ type Tombstone struct {
 	From     string    `json:"from"`
 	To       string    `json:"to"`
 	Reason   string    `json:"reason"`
+	// DroppedByList, when set, is the digest of the member list under
+	// which the member was removed (membership.Removal): a list that no
+	// longer named this node caused the move, and the moves-aside limit
+	// does not count it.
+	DroppedByList string `json:"droppedByList,omitempty"`
 }
 
 // Store reads and writes the state file.
@@ -150,6 +167,10 @@ func (s State) Clone() State {
 		b := *s.Bootstrap
 		b.List = slices.Clone(b.List)
 		c.Bootstrap = &b
+	}
+	if s.Posted != nil {
+		p := *s.Posted
+		c.Posted = &p
 	}
 	return c
 }

@@ -54,6 +54,26 @@ type Report struct {
 	// Reporting is the state of the agent's Kubernetes reporting, as the
 	// agent last saved it (kubernetes section).
 	Reporting []kube.TargetState `json:"reporting,omitempty"`
+	// Lists are the member lists the agents posted (this node's first),
+	// when the cluster was reached: changes about addresses they disagree
+	// on wait until they agree.
+	Lists []AgentList `json:"lists,omitempty"`
+}
+
+// AgentList is one agent's posted member list.
+type AgentList struct {
+	Node   string   `json:"node"`
+	Digest string   `json:"digest"`
+	List   []string `json:"list"`
+	// Since is when the agent took the list in force (its clock).
+	Since time.Time `json:"since"`
+	// Differs: not this node's list.
+	Differs  bool   `json:"differs"`
+	Refusing string `json:"refusing,omitempty"`
+	// ThisNode marks this node's own list (not posted yet when Posted is
+	// false).
+	ThisNode bool `json:"thisNode,omitempty"`
+	Posted   bool `json:"posted"`
 }
 
 // Row is one desired or actual member.
@@ -123,6 +143,15 @@ func FromSnapshot(cluster string, s node.Snapshot) Report {
 		r.Foreign = append(r.Foreign, f.String())
 	}
 	r.ListRefused = s.Orphaning
+	if a := s.View.Lists; a.Known {
+		own := a.Own
+		r.Lists = append(r.Lists, AgentList{Node: own.Node, Digest: own.Digest(), List: own.List, Since: own.ReadAt, Refusing: own.Refusing,
+			ThisNode: true, Posted: own.Since != 0})
+		for _, p := range a.Others {
+			r.Lists = append(r.Lists, AgentList{Node: p.Node, Digest: p.Digest(), List: p.List, Since: p.ReadAt, Refusing: p.Refusing,
+				Differs: p.Digest() != own.Digest(), Posted: true})
+		}
+	}
 	if s.Decision.Kind != "" {
 		r.Local = &Local{Node: s.Self.Name, Decision: string(s.Decision.Kind), Reason: s.Decision.Reason}
 	}
@@ -275,6 +304,7 @@ func WriteTable(w io.Writer, r Report) error {
 		fmt.Fprintln(w, "cluster: no quorum: members answer, but not a majority of the voters agree; nothing can be written or changed")
 	}
 	writeList(w, r)
+	writeAgentLists(w, r.Lists)
 	for _, f := range r.Foreign {
 		fmt.Fprintf(w, "another cluster: %s (nothing is done to or for it)\n", f)
 	}
@@ -305,6 +335,29 @@ func writeList(w io.Writer, r Report) {
 		fmt.Fprintf(w, "list in force: the last applied list [%s], until the list is valid again\n", strings.Join(r.ListInForce, " "))
 	} else {
 		fmt.Fprintln(w, "list in force: none; no membership change is planned")
+	}
+}
+
+// writeAgentLists shows the agents' posted lists when one differs from
+// this node's (agreement is the normal case, not worth a line each).
+func writeAgentLists(w io.Writer, lists []AgentList) {
+	if !slices.ContainsFunc(lists, func(l AgentList) bool { return l.Differs || !l.Posted || l.Refusing != "" }) {
+		return
+	}
+	for _, l := range lists {
+		line := fmt.Sprintf("list of %s: %s [%s] since %s", l.Node, l.Digest, strings.Join(l.List, " "), l.Since.Local().Format(time.DateTime))
+		switch {
+		case l.ThisNode && !l.Posted:
+			line += " (this node's; not posted yet: no change follows it)"
+		case l.ThisNode:
+			line += " (this node's)"
+		case l.Differs:
+			line += " (differs: changes about the addresses in dispute wait: ListsDisagree)"
+		}
+		if l.Refusing != "" {
+			line += "; refusing to join: " + l.Refusing
+		}
+		fmt.Fprintln(w, line)
 	}
 }
 

@@ -109,6 +109,11 @@ type Options struct {
 	// StaticPod runs the agents with etcd.runtime static-pod; each node
 	// gets a Kubelet that runs the manifest's etcd with this binary.
 	StaticPod string
+	// OwnLists gives every agent a members file of its own (MembersOf),
+	// as hosts have: WriteMembers writes them all at once, WriteMembersOn
+	// some of them, so that a list change can reach the hosts one after
+	// another.
+	OwnLists bool
 }
 
 // Cluster is a set of agents sharing a members file.
@@ -232,26 +237,65 @@ func (c *Cluster) ConfigPath(n int) string {
 }
 
 // WriteMembers replaces the members file atomically (write, rename), the
-// way an external tool updates it.
+// way an external tool updates it; with OwnLists, every agent's.
 func (c *Cluster) WriteMembers(ns ...int) {
 	c.t.Helper()
+	if !c.Opts.OwnLists {
+		c.WriteMembersRaw(membersContent(c, ns))
+		return
+	}
+	c.WriteMembersOn(seq9(), ns...)
+}
+
+// WriteMembersOn writes the list ns into the members files of the agents
+// hosts (OwnLists): a list change reaching some hosts only.
+func (c *Cluster) WriteMembersOn(hosts []int, ns ...int) {
+	c.t.Helper()
+	if !c.Opts.OwnLists {
+		c.t.Fatalf("WriteMembersOn needs Options.OwnLists")
+	}
+	for _, h := range hosts {
+		writeAtomically(c.t, c.MembersOf(h), membersContent(c, ns))
+	}
+}
+
+// MembersOf is agent n's members file: its own with OwnLists, else the
+// shared one.
+func (c *Cluster) MembersOf(n int) string {
+	if c.Opts.OwnLists {
+		return filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "members")
+	}
+	return c.Members
+}
+
+func membersContent(c *Cluster, ns []int) string {
 	var b strings.Builder
 	b.WriteString("# written by the test harness\n")
 	for _, n := range ns {
 		b.WriteString(c.IP(n) + "\n")
 	}
-	c.WriteMembersRaw(b.String())
+	return b.String()
 }
+
+func seq9() []int { return []int{1, 2, 3, 4, 5, 6, 7, 8, 9} }
 
 // WriteMembersRaw writes arbitrary content to the members file atomically.
 func (c *Cluster) WriteMembersRaw(content string) {
 	c.t.Helper()
-	tmp := c.Members + ".tmp"
-	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
-		c.t.Fatalf("write members file: %v", err)
+	writeAtomically(c.t, c.Members, content)
+}
+
+func writeAtomically(t TB, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		t.Fatalf("write members file: %v", err)
 	}
-	if err := os.Rename(tmp, c.Members); err != nil {
-		c.t.Fatalf("write members file: %v", err)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(content), 0o644); err != nil {
+		t.Fatalf("write members file: %v", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatalf("write members file: %v", err)
 	}
 }
 
@@ -269,7 +313,7 @@ func (c *Cluster) WriteConfig(n int) {
 	if c.Opts.Members != "" {
 		b.WriteString(c.Opts.Members)
 	} else {
-		fmt.Fprintf(&b, "members:\n  source: file\n  file: %s\n", c.Members)
+		fmt.Fprintf(&b, "members:\n  source: file\n  file: %s\n", c.MembersOf(n))
 	}
 	if !c.Opts.DetectAddress {
 		fmt.Fprintf(&b, "node:\n  address: %s\n", c.IP(n))
@@ -341,7 +385,7 @@ func (c *Cluster) Start(n int) *Agent {
 	return a
 }
 
-// Agent returns agent n (started before).
+// Agent returns agent n, or nil when it was never started.
 func (c *Cluster) Agent(n int) *Agent {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -36,6 +36,9 @@ type Member struct {
 // ID is the member's ID.
 func (m *Member) ID() uint64 { return uint64(m.Etcd.Server.MemberID()) }
 
+// ClusterID is the ID of the member's cluster.
+func (m *Member) ClusterID() uint64 { return uint64(m.Etcd.Server.Cluster().ID()) }
+
 // Close stops the member; it may be called more than once. A member that
 // does not stop within a minute fails the test instead of hanging it.
 func (m *Member) Close() {

@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -81,7 +82,7 @@ func TestAddressKeeper(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := keeperConfig(t, tc.replicas)
 			rec := &recorded{}
-			k := &AddressKeeper{Config: cfg, Log: discard, Recorder: rec}
+			k := &AddressKeeper{Config: func() *config.Config { return cfg }, Log: discard, Recorder: rec}
 			k.OnEtcd(tc.etcd)
 			k.OnEtcd(tc.etcd)
 			data, _ := os.ReadFile(cfg.EtcdResourceMembers())
@@ -118,7 +119,7 @@ func TestAddressKeeper(t *testing.T) {
 // A refused list after a good one keeps the good one in the copy.
 func TestAddressKeeperKeepsTheLastGoodList(t *testing.T) {
 	cfg := keeperConfig(t, nil)
-	k := &AddressKeeper{Config: cfg, Log: discard, Recorder: &recorded{}}
+	k := &AddressKeeper{Config: func() *config.Config { return cfg }, Log: discard, Recorder: &recorded{}}
 	k.OnEtcd(etcdWith(2, "127.0.0.1", "127.0.0.2"))
 	k.OnEtcd(etcdWith(2, "127.0.0.1", "localhost"))
 	if k.Err() == nil {
@@ -258,4 +259,29 @@ func TestLeaseRenewer(t *testing.T) {
 func TestMain(m *testing.M) {
 	kube.SetLogger(discard)
 	os.Exit(m.Run())
+}
+
+// The keeper applies the list rules in force at each version of the Etcd:
+// a reload replaces the configuration whole, and the next version is
+// checked against the new one.
+func TestAddressKeeperTakesReloadedRules(t *testing.T) {
+	four := 4
+	before := keeperConfig(t, nil)
+	after := *before
+	after.Cluster.Replicas = &four
+	var inForce atomic.Pointer[config.Config]
+	inForce.Store(before)
+	k := &AddressKeeper{Config: inForce.Load, Log: discard, Recorder: &recorded{}}
+	k.OnEtcd(etcdWith(3, "127.0.0.1", "127.0.0.2", "127.0.0.3"))
+	if err := k.Err(); err != nil {
+		t.Fatalf("a list of three without cluster.replicas: %v", err)
+	}
+	inForce.Store(&after)
+	k.OnEtcd(etcdWith(3, "127.0.0.1", "127.0.0.2", "127.0.0.4"))
+	if err := k.Err(); err == nil || !strings.Contains(err.Error(), "must have exactly cluster.replicas (4) entries") {
+		t.Fatalf("a list of three after cluster.replicas 4 was reloaded: %v, want it refused", err)
+	}
+	if addrs, _ := before.DesiredMembers(); len(addrs) != 3 || addrs[2].String() != "127.0.0.3" {
+		t.Errorf("the kept copy holds %v; want the last good list", addrs)
+	}
 }

@@ -27,7 +27,10 @@ import (
 // keeps the last good one: the agent goes on with it, also across restarts
 // and while the API server is away.
 type AddressKeeper struct {
-	Config   *config.Config
+	// Config returns the configuration whose list rules are in force. A
+	// reload replaces it whole (never writes into it), so each call may
+	// return another one: OnEtcd takes one and uses it throughout.
+	Config   func() *config.Config
 	Log      *slog.Logger
 	Recorder kube.Recorder
 	// refused is the last list refused, so that it is reported once.
@@ -55,7 +58,8 @@ func (k *AddressKeeper) setErr(err error) {
 
 // OnEtcd takes in a version of the resource (from one goroutine).
 func (k *AddressKeeper) OnEtcd(e *druidv1alpha1.Etcd) {
-	addrs, err := k.check(e)
+	cfg := k.Config()
+	addrs, err := k.check(cfg, e)
 	if err != nil {
 		k.setErr(err)
 		// Bracketed, so that an empty list is a key of its own.
@@ -70,17 +74,17 @@ func (k *AddressKeeper) OnEtcd(e *druidv1alpha1.Etcd) {
 		return
 	}
 	k.refused = ""
-	err = k.keep(e, addrs)
+	err = k.keep(cfg.EtcdResourceMembers(), e, addrs)
 	k.setErr(err)
 	if err != nil {
-		k.Log.Error("member list of the Etcd resource not kept", "path", k.Config.EtcdResourceMembers(), "error", err)
+		k.Log.Error("member list of the Etcd resource not kept", "path", cfg.EtcdResourceMembers(), "error", err)
 	}
 }
 
 // check applies the rules of every member list (config.CheckList). An Etcd
 // in druid-managed mode has no list: that is refused too, rather than read
 // as "no members".
-func (k *AddressKeeper) check(e *druidv1alpha1.Etcd) ([]string, error) {
+func (k *AddressKeeper) check(cfg *config.Config, e *druidv1alpha1.Etcd) ([]string, error) {
 	list := e.Spec.ExternallyManagedMemberAddresses
 	where := fmt.Sprintf("Etcd %s/%s spec.externallyManagedMemberAddresses", e.Namespace, e.Name)
 	if len(list) == 0 {
@@ -90,7 +94,7 @@ func (k *AddressKeeper) check(e *druidv1alpha1.Etcd) ([]string, error) {
 	for i, a := range list {
 		entries[i] = config.AddressEntry{Where: fmt.Sprintf("%s[%d]", where, i), Text: a}
 	}
-	addrs, errs := k.Config.CheckList(where, entries)
+	addrs, errs := cfg.CheckList(where, entries)
 	if len(errs) > 0 {
 		return nil, errs
 	}
@@ -101,10 +105,9 @@ func (k *AddressKeeper) check(e *druidv1alpha1.Etcd) ([]string, error) {
 	return identity.AddrStrings(addrs), nil
 }
 
-// keep writes the copy when its addresses differ from list. The header
-// says where the list came from; the member list source ignores it.
-func (k *AddressKeeper) keep(e *druidv1alpha1.Etcd, list []string) error {
-	path := k.Config.EtcdResourceMembers()
+// keep writes the copy at path when its addresses differ from list. The
+// header says where the list came from; the member list source ignores it.
+func (k *AddressKeeper) keep(path string, e *druidv1alpha1.Etcd, list []string) error {
 	old, err := os.ReadFile(path)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("read %s: %w", path, err)

@@ -1,0 +1,102 @@
+package etcdclient
+
+import (
+	"context"
+	"fmt"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+)
+
+// ClusterKeys is the prefix of the keys where the agents of one cluster
+// coordinate: the writer lock and the Board. It derives from the cluster's
+// ID, not from cluster.name, which a misconfigured node can get wrong; the
+// "_" cannot appear in a cluster name, so no name's keys collide with it.
+func ClusterKeys(clusterID uint64) string { return fmt.Sprintf("/etcdlet/_id/%x/", clusterID) }
+
+// Board is the agents' notice board in a cluster's keyspace (under
+// ClusterKeys). An agent posts what others must know before they act (the
+// member list it acts on) on its session's lease, so that a post goes when
+// its agent does; the writer records facts that must outlive it (under
+// which list it removed a member) without a lease.
+type Board interface {
+	// Post puts value at key on this agent's lease and returns the
+	// revision of the put.
+	Post(ctx context.Context, endpoints []string, clusterID uint64, key string, value []byte) (int64, error)
+	// Record puts value at key, for good.
+	Record(ctx context.Context, endpoints []string, clusterID uint64, key string, value []byte) error
+	// Read returns every key under prefix with its value, linearizably.
+	Read(ctx context.Context, endpoints []string, clusterID uint64, prefix string) (map[string][]byte, error)
+}
+
+var _ Board = (*SessionLocker)(nil)
+
+// Post puts value on the session's lease (granted if there is none yet).
+func (l *SessionLocker) Post(ctx context.Context, endpoints []string, clusterID uint64, key string, value []byte) (int64, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	session, err := l.sessionFor(ctx, endpoints, clusterID)
+	if err != nil {
+		return 0, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout)
+	defer cancel()
+	resp, err := session.Client().Put(ctx, key, string(value), clientv3.WithLease(session.Lease()))
+	if err != nil {
+		return 0, fmt.Errorf("post %s: %w", key, err)
+	}
+	if err := sameCluster(resp.Header.ClusterId, clusterID); err != nil {
+		return 0, fmt.Errorf("post %s: %w", key, err)
+	}
+	return resp.Header.Revision, nil
+}
+
+// Record puts value without a lease.
+func (l *SessionLocker) Record(ctx context.Context, endpoints []string, clusterID uint64, key string, value []byte) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	session, err := l.sessionFor(ctx, endpoints, clusterID)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout)
+	defer cancel()
+	resp, err := session.Client().Put(ctx, key, string(value))
+	if err == nil {
+		err = sameCluster(resp.Header.ClusterId, clusterID)
+	}
+	if err != nil {
+		return fmt.Errorf("record %s: %w", key, err)
+	}
+	return nil
+}
+
+// Read reads the keys under prefix (a linearizable range read). It needs
+// no lease: a look that posts nothing (etcdlet status) grants none.
+func (l *SessionLocker) Read(ctx context.Context, endpoints []string, clusterID uint64, prefix string) (map[string][]byte, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err := l.clientFor(endpoints); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout)
+	defer cancel()
+	resp, err := l.client.Get(ctx, prefix, clientv3.WithPrefix())
+	if err == nil {
+		err = sameCluster(resp.Header.ClusterId, clusterID)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("read %s: %w", prefix, err)
+	}
+	out := make(map[string][]byte, len(resp.Kvs))
+	for _, kv := range resp.Kvs {
+		out[string(kv.Key)] = kv.Value
+	}
+	return out, nil
+}
+
+func sameCluster(got, want uint64) error {
+	if got != want {
+		return fmt.Errorf("the endpoints answer for cluster %x, not %x", got, want)
+	}
+	return nil
+}
