@@ -92,6 +92,10 @@ const (
 	netPeerWake
 	netForgedPromise
 	netTrust
+	netExplicit
+	netFounder
+	netNeverBootstrap
+	netRebootstrap
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

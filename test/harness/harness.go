@@ -109,6 +109,14 @@ type Options struct {
 	// StaticPod runs the agents with etcd.runtime static-pod; each node
 	// gets a Kubelet that runs the manifest's etcd with this binary.
 	StaticPod string
+	// Bootstrap is cluster.bootstrap. Empty: consent, for the fresh agents
+	// of most tests form their cluster by themselves; "explicit" (etcdlet's
+	// own default) makes a new cluster wait for an operator's act. With
+	// members.source etcd-resource it is left out (never).
+	Bootstrap string
+	// Founder, when non-zero, names agent Founder's address in
+	// cluster.founder (with Bootstrap "explicit").
+	Founder int
 }
 
 // Cluster is a set of agents sharing a members file.
@@ -265,6 +273,16 @@ func (c *Cluster) WriteConfig(n int) {
 	fmt.Fprintf(&b, "cluster:\n  name: etcd-main\n")
 	if c.Opts.Replicas > 0 {
 		fmt.Fprintf(&b, "  replicas: %d\n", c.Opts.Replicas)
+	}
+	switch {
+	case strings.Contains(c.Opts.Members, "etcd-resource"):
+	case c.Opts.Bootstrap == "":
+		b.WriteString("  bootstrap: consent\n")
+	default:
+		fmt.Fprintf(&b, "  bootstrap: %s\n", c.Opts.Bootstrap)
+	}
+	if c.Opts.Founder > 0 {
+		fmt.Fprintf(&b, "  founder: %s\n", c.IP(c.Opts.Founder))
 	}
 	if c.Opts.Members != "" {
 		b.WriteString(c.Opts.Members)
