@@ -48,12 +48,12 @@ type State struct {
 	// InitialClusterToken is the token the local member was started with,
 	// rendered again like InitialCluster; empty: cluster.token. A founded
 	// cluster's token is its own (Founding.Token).
-	InitialClusterToken string      `json:"initialClusterToken,omitempty"`
+	InitialClusterToken string `json:"initialClusterToken,omitempty"`
 	// MemberSince is when this node was last seen to become a member of a
 	// cluster (WasMember, ClusterID): an operator's approval given before
 	// it is used up.
-	MemberSince time.Time `json:"memberSince,omitzero"`
-	Tombstones          []Tombstone `json:"tombstones,omitempty"`
+	MemberSince time.Time   `json:"memberSince,omitzero"`
+	Tombstones  []Tombstone `json:"tombstones,omitempty"`
 	// Bootstrap is set from the moment this node starts a bootstrap until
 	// it is a member of the cluster it formed: its answer to the other
 	// listed nodes is then "bootstrapping this list", not "has data".
