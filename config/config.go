@@ -40,6 +40,25 @@ const (
 	SourceEtcdResource = "etcd-resource"
 )
 
+// Ways a new cluster may form (cluster.bootstrap).
+const (
+	// BootstrapExplicit: a new cluster forms only on an operator's act on
+	// one node (etcdlet bootstrap --approve, or cluster.founder naming it):
+	// that node founds a one-member cluster of itself, and the others join
+	// it as learners. Fresh nodes never form a cluster by themselves. The
+	// default, as kubeadm init, k3s --cluster-init and talosctl bootstrap
+	// make the first cluster an explicit act.
+	BootstrapExplicit = "explicit"
+	// BootstrapConsent: fresh nodes bootstrap the listed nodes together once
+	// every listed node's agent confirms it is fresh (the consent protocol),
+	// for automated labs.
+	BootstrapConsent = "consent"
+	// BootstrapNever: this node never founds a cluster; it only joins one.
+	// Always in force with members.source etcd-resource: the API server that
+	// serves that list runs on the cluster, so the cluster exists.
+	BootstrapNever = "never"
+)
+
 // Runtimes for the local etcd member.
 const (
 	RuntimeEmbedded  = "embedded"
@@ -79,6 +98,17 @@ type Cluster struct {
 	// a new cluster together. Defaults to Name, so that every node derives
 	// the same member IDs from the same list without coordination.
 	Token string `yaml:"token,omitempty"`
+	// Bootstrap says how a new cluster may form: BootstrapExplicit (the
+	// default), BootstrapConsent or BootstrapNever (the default, and the only
+	// value, with members.source etcd-resource).
+	Bootstrap string `yaml:"bootstrap,omitempty"`
+	// Founder, with BootstrapExplicit, is the address of the one node that
+	// founds the cluster when none exists yet: the initial configuration's
+	// operator act, the same on every host. It is honoured once: only on a
+	// node that was never a member and never founded a cluster, holds no
+	// data, finds no listed etcd answering, and hears every other listed
+	// node's agent confirm that it holds no data either.
+	Founder string `yaml:"founder,omitempty"`
 }
 
 // Members says where the externally managed list of member IPs comes from.
@@ -202,6 +232,21 @@ func (c *Config) ClientTLS() TLSFiles {
 // keep-alive that comes late. Validation keeps it at least a call timeout.
 func (a Agent) LockSection() time.Duration { return a.LockTTL - 2*a.CallTimeout }
 
+// BootstrapMode is how a new cluster may form on this node: never with
+// members.source etcd-resource, whatever cluster.bootstrap says (the API
+// server that serves the list runs on the cluster, so a cluster exists and
+// a bootstrap could only found a second one); otherwise cluster.bootstrap,
+// explicit when it is empty (a Config built in code rather than loaded).
+func (c *Config) BootstrapMode() string {
+	switch {
+	case c.Members.Source == SourceEtcdResource:
+		return BootstrapNever
+	case c.Cluster.Bootstrap == "":
+		return BootstrapExplicit
+	}
+	return c.Cluster.Bootstrap
+}
+
 // BootstrapToken is the initial-cluster-token for a new cluster.
 func (c *Config) BootstrapToken() string {
 	if c.Cluster.Token != "" {
@@ -215,6 +260,10 @@ func (c *Config) BootstrapToken() string {
 // explicit holds the paths the file sets, and an explicit 0 stays 0 for
 // validation to reject, instead of silently becoming the default.
 func (c *Config) applyDefaults(explicit map[string]bool) {
+	if c.Members.Source == SourceEtcdResource {
+		setDefault(&c.Cluster.Bootstrap, BootstrapNever)
+	}
+	setDefault(&c.Cluster.Bootstrap, BootstrapExplicit)
 	setDefault(&c.Etcd.Runtime, RuntimeEmbedded)
 	setDefault(&c.Etcd.DataDir, DefaultDataDir)
 	setDefault(&c.Etcd.ListenMetricsURL, DefaultListenMetricsURL)

@@ -76,6 +76,19 @@ func TestValidationRules(t *testing.T) {
 		{"token", base[:len("cluster:\n  name: etcd-main\n")] + "  token: a,b\n" + base[len("cluster:\n  name: etcd-main\n"):], []string{
 			`cluster.token: "a,b": must not contain spaces, ',' or '='`,
 		}},
+		{"bootstrap modes", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  bootstrap: automatic", 1), []string{
+			`cluster.bootstrap: "automatic": must be explicit, consent or never`,
+		}},
+		{"consent", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  bootstrap: consent", 1), nil},
+		{"never", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  bootstrap: never", 1), nil},
+		{"a founder", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  founder: 192.0.2.2", 1), nil},
+		{"a founder the list does not name founds nothing, and is no error", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  founder: 192.0.2.9", 1), nil},
+		{"a founder that is no address", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  founder: cp1", 1), []string{
+			`cluster.founder: "cp1": must be an IPv4 or IPv6 address (unable to parse IP)`,
+		}},
+		{"a founder in consent mode", strings.Replace(base, "name: etcd-main", "name: etcd-main\n  bootstrap: consent\n  founder: 192.0.2.1", 1), []string{
+			`cluster.founder: "192.0.2.1": only used with cluster.bootstrap explicit (it is consent): it names the node that founds the cluster on its first start`,
+		}},
 		{"address rules", strings.Replace(base, "[192.0.2.1, 192.0.2.2, 192.0.2.3]",
 			"[192.0.2.1, 192.0.2.1, 2001:DB8::1, '::ffff:192.0.2.9', 10.0.0.256, 'fe80::1', 0.0.0.0, 224.0.0.1, 'fd00::1%eth0']", 1), []string{
 			`members.addresses[1]: "192.0.2.1": duplicate of members.addresses[0]`,
@@ -356,6 +369,12 @@ func TestDefaults(t *testing.T) {
 	}
 	if !cfg.Protection.On() || cfg.Protection.Interval != 10*time.Second || cfg.StaticPod.ManifestDir != "/etc/kubernetes/manifests" {
 		t.Errorf("protection and static-pod defaults not applied: %+v %+v", cfg.Protection, cfg.StaticPod)
+	}
+	if cfg.Cluster.Bootstrap != BootstrapExplicit || cfg.BootstrapMode() != BootstrapExplicit {
+		t.Errorf("a new cluster must be an explicit act by default: cluster.bootstrap %q, mode %q", cfg.Cluster.Bootstrap, cfg.BootstrapMode())
+	}
+	if (&Config{}).BootstrapMode() != BootstrapExplicit {
+		t.Error("a configuration built in code must bootstrap explicitly too")
 	}
 	if cfg.BootstrapToken() != "etcd-main" {
 		t.Errorf("token defaults to the cluster name, got %q", cfg.BootstrapToken())

@@ -17,6 +17,15 @@ func TestKubernetesSection(t *testing.T) {
 	}{
 		{"druid reporting", base + "kubernetes:\n  kubeconfig: /etc/etcdlet/kubeconfig\n  etcd: {namespace: kube-system, name: etcd-main}\n", nil},
 		{"etcd resource as the list", resource + "kubernetes:\n  kubeconfig: /etc/etcdlet/kubeconfig\n  etcd: {namespace: kube-system, name: etcd-main}\n", nil},
+		{"etcd resource with a bootstrap that would found a second cluster", strings.Replace(resource, "name: etcd-main", "name: etcd-main\n  bootstrap: consent\n  founder: 192.0.2.1", 1) +
+			"kubernetes:\n  kubeconfig: /k\n  etcd: {namespace: a, name: etcd-main}\n", []string{
+			`cluster.bootstrap: "consent": must be never (or left out) with members.source etcd-resource: the API server that serves the list runs on the cluster, so the cluster exists, and a node that bootstrapped would found a second one`,
+			`cluster.founder: "192.0.2.1": not used with members.source etcd-resource: such a node never founds a cluster, it joins the one that serves the list`,
+		}},
+		{"etcd resource with an explicit bootstrap", strings.Replace(resource, "name: etcd-main", "name: etcd-main\n  bootstrap: explicit", 1) +
+			"kubernetes:\n  kubeconfig: /k\n  etcd: {namespace: a, name: etcd-main}\n", []string{
+			`cluster.bootstrap: "explicit": must be never (or left out) with members.source etcd-resource: the API server that serves the list runs on the cluster, so the cluster exists, and a node that bootstrapped would found a second one`,
+		}},
 		{"etcd resource without the Etcd", resource, []string{
 			`kubernetes.etcd: required with members.source etcd-resource: the namespace and name of the Etcd whose spec.externallyManagedMemberAddresses is the list`,
 		}},
@@ -71,6 +80,12 @@ func TestKubernetesDefaults(t *testing.T) {
 	}
 	if p := k.PacemakerCluster; p.RefreshInterval != 30*time.Second || p.StaleAfter != 90*time.Second {
 		t.Errorf("pacemakerCluster defaults: refresh %s, staleAfter %s; want 30s and 90s", p.RefreshInterval, p.StaleAfter)
+	}
+	if cfg.Cluster.Bootstrap != BootstrapNever || cfg.BootstrapMode() != BootstrapNever {
+		t.Errorf("with members.source etcd-resource a node never bootstraps: cluster.bootstrap %q, mode %q", cfg.Cluster.Bootstrap, cfg.BootstrapMode())
+	}
+	if c := (Config{Members: Members{Source: SourceEtcdResource}, Cluster: Cluster{Bootstrap: BootstrapConsent}}); c.BootstrapMode() != BootstrapNever {
+		t.Errorf("an unvalidated consent setting with members.source etcd-resource gives mode %q, want never", c.BootstrapMode())
 	}
 	if got, want := cfg.MembersFile(), "/var/lib/etcdlet/agent/etcd-resource-members"; got != want {
 		t.Errorf("MembersFile() = %q, want %q (the kept copy of the Etcd's list)", got, want)

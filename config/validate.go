@@ -115,6 +115,34 @@ func (c *Config) validateCluster(errs *Errors) {
 	if t := c.Cluster.Token; t != "" && strings.ContainsAny(t, " \t\n,=") {
 		errs.add("cluster.token", t, "must not contain spaces, ',' or '='")
 	}
+	c.validateBootstrap(errs)
+}
+
+// validateBootstrap checks cluster.bootstrap and cluster.founder against
+// each other and against the list's source: a setting the agent would not
+// follow is an error, never silently ignored.
+func (c *Config) validateBootstrap(errs *Errors) {
+	b := c.Cluster.Bootstrap
+	switch {
+	case b != BootstrapExplicit && b != BootstrapConsent && b != BootstrapNever:
+		errs.add("cluster.bootstrap", b, "must be %s, %s or %s", BootstrapExplicit, BootstrapConsent, BootstrapNever)
+	case c.Members.Source == SourceEtcdResource && b != BootstrapNever:
+		errs.add("cluster.bootstrap", b, "must be %s (or left out) with members.source %s: the API server that serves the list runs on the cluster, so the cluster exists, and a node that bootstrapped would found a second one",
+			BootstrapNever, SourceEtcdResource)
+	}
+	f := c.Cluster.Founder
+	if f == "" {
+		return
+	}
+	// Not checked against the list: lists change over a cluster's life, and
+	// a founder the list no longer names founds nothing.
+	switch _, ok := checkAddress(errs, AddressEntry{Where: "cluster.founder", Text: f}); {
+	case !ok:
+	case c.Members.Source == SourceEtcdResource:
+		errs.add("cluster.founder", f, "not used with members.source %s: such a node never founds a cluster, it joins the one that serves the list", SourceEtcdResource)
+	case b != BootstrapExplicit:
+		errs.add("cluster.founder", f, "only used with cluster.bootstrap %s (it is %s): it names the node that founds the cluster on its first start", BootstrapExplicit, b)
+	}
 }
 
 func (c *Config) validateMembers(errs *Errors) {

@@ -170,7 +170,7 @@ func (a *Agent) RejectReload(err error) {
 func (a *Agent) Run(ctx context.Context) error {
 	a.log.Info("etcdlet agent starting", "version", a.version, "cluster", a.cfg.Cluster.Name, "runtime", a.cfg.Etcd.Runtime,
 		"dataDir", a.cfg.Etcd.DataDir, "stateDir", a.cfg.Agent.StateDir, "listen", a.listener.Addr().String(),
-		"listenTLS", a.cfg.Agent.ListenTLS.Enabled())
+		"listenTLS", a.cfg.Agent.ListenTLS.Enabled(), "bootstrap", a.cfg.BootstrapMode())
 	// Every start says so, so that an opt-out never goes unnoticed.
 	for _, w := range a.cfg.SecurityWarnings() {
 		a.log.Warn("insecure configuration: " + w)

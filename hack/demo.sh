@@ -2,9 +2,10 @@
 # make demo: watch etcdlet keep etcd membership equal to a members file.
 #
 # Three agents on 127.0.0.1, 127.0.0.2 and 127.0.0.3 (embedded etcd, data
-# under a temporary directory) form a cluster. Then 127.0.0.4 is added to
-# the members file and its agent started; then 127.0.0.2 is dropped from
-# the file. `etcdlet status` is printed after each step. Everything is
+# under a temporary directory) form a cluster by themselves (cluster.bootstrap
+# consent, for labs; the default waits for `etcdlet bootstrap --approve`).
+# Then 127.0.0.4 is added to the members file and its agent started; then
+# 127.0.0.2 is dropped from the file. `etcdlet status` is printed after each step. Everything is
 # stopped and removed on exit, also on Ctrl-C (DEMO_KEEP=1 keeps the files).
 set -euo pipefail
 
@@ -54,6 +55,10 @@ config() {
   cat > "$DIR/n$n/config.yaml" <<YAML
 cluster:
   name: etcd-main
+  # A lab: the three fresh nodes form the cluster by themselves once all of
+  # them confirm they are fresh. etcdlet's default, explicit, waits for an
+  # operator's act (etcdlet bootstrap --approve on one node).
+  bootstrap: consent
 members:
   source: file
   file: $DIR/members

@@ -64,9 +64,7 @@ func TestDruidOpsTaskSnapshots(t *testing.T) {
 	if err := env.Client.Create(t.Context(), e); err != nil {
 		t.Fatal(err)
 	}
-	for n := 1; n <= 3; n++ {
-		c.Start(n)
-	}
+	formBeforeTheEtcd(t, c, 1, 2, 3)
 	// A failed request (an agent's API not listening yet) is retried after
 	// at most the requeue interval; druid's default is 15 s.
 	envtest.StartDruid(t, env, envtest.DruidOptions{ExtraArgs: []string{"--etcd-ops-task-requeue-interval=2s"}})

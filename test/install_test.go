@@ -150,11 +150,16 @@ func TestPackageInstallUnderSystemd(t *testing.T) {
 	if out := h.must("etcdlet", "validate"); !strings.Contains(out, "valid; cluster etcd-main, 1 listed members, runtime embedded") {
 		t.Errorf("etcdlet validate of the one-member configuration: %s", out)
 	}
-	// Type=notify: systemctl start returns once etcdlet said READY=1.
+	// Type=notify: systemctl start returns once etcdlet said READY=1 (it
+	// waits for the operator's act: nothing to run yet).
 	if out, err := h.exec("systemctl", "start", "etcdlet.service"); err != nil {
 		t.Fatalf("systemctl start etcdlet: %v\n%s\n%s", err, out, h.journal())
 	}
 	pid, started := h.waitActive("etcdlet.service active after systemctl start")
+	// docs/operations.md, Install: a new cluster is the operator's act.
+	if out := h.must("etcdlet", "bootstrap", "--approve"); !strings.Contains(out, "approved: this node founds a new one-member cluster") {
+		t.Fatalf("etcdlet bootstrap --approve says:\n%s", out)
+	}
 	h.waitHealthy("etcdlet status shows the member healthy")
 
 	// Upgrade, as an unattended run does it: keep the edited configuration.

@@ -40,6 +40,10 @@ func TestKubeadmProcedure(t *testing.T) {
 	h := lab.addHost(1)
 	writeMembers(t, []*kubeHost{h}, h)
 	lab.boot(h)
+	// docs/kubeadm.md: a new cluster is the operator's act, on one host.
+	if out := h.must("etcdlet", "bootstrap", "--approve"); !strings.Contains(out, "approved: this node founds a new one-member cluster") {
+		t.Fatalf("etcdlet bootstrap --approve says:\n%s", out)
+	}
 	cli := lab.client(h)
 	waitVoters(t, cli, "the standalone kubelet runs the listed member", h)
 

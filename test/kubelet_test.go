@@ -42,6 +42,10 @@ func TestStaticPodWithRealKubelet(t *testing.T) {
 	h1, h2, h3 := hosts[0], hosts[1], hosts[2]
 	writeMembers(t, hosts, hosts...)
 	lab.boot(hosts...)
+	// docs/kubeadm.md: a new cluster is the operator's act, on one host.
+	if out := h1.must("etcdlet", "bootstrap", "--approve"); !strings.Contains(out, "approved: this node founds a new one-member cluster") {
+		t.Fatalf("etcdlet bootstrap --approve on cp1 says:\n%s", out)
+	}
 	cli := lab.client(h1, h3) // the hosts that stay
 	waitVoters(t, cli, "the kubelets run a cluster of the three listed hosts", hosts...)
 	for _, h := range hosts {
@@ -219,8 +223,9 @@ func waitVoters(t *testing.T, cli *clientv3.Client, what string, hosts ...*kubeH
 // promises: systemd started the kubelet only after etcdlet.service had
 // started (READY=1, for a Type=notify unit), and when etcdlet's first pass
 // decided to start a new member, its manifest was written before that. A
-// first pass that waits (for the other listed nodes' consent to bootstrap)
-// or idles says READY=1 without a manifest; the kubelet picks it up later.
+// first pass that waits (for the operator's act that founds a new cluster,
+// or to be added) or idles says READY=1 without a manifest; the kubelet
+// picks it up later.
 // want, if set, is that first decision.
 //
 // The moments are compared as their authors stamped them: journald stamps
@@ -249,7 +254,7 @@ func checkHook(t *testing.T, h *kubeHost, want string) {
 	}
 	// A new member's manifest can only come from this pass (a restarting
 	// one's may be on disk from before).
-	runs := slices.Contains([]string{"bootstrap", "join"}, first)
+	runs := slices.Contains([]string{"bootstrap", "found", "join"}, first)
 	var problem string
 	switch {
 	case ready.IsZero() || kubelet.IsZero():

@@ -85,6 +85,30 @@ func kubernetesSection(kubeconfig string, extra string) string {
 		kubeconfig, druidNamespace, extra)
 }
 
+// formBeforeTheEtcd starts agents ns with a members file of ns, waits
+// until they formed their cluster, and restarts them with the
+// configuration the test asked for (members.source etcd-resource): a node
+// that reads the Etcd's list never bootstraps, since the API server that
+// serves the list runs on the cluster, so the cluster comes first, as on a
+// real control plane.
+func formBeforeTheEtcd(t *testing.T, c *harness.Cluster, ns ...int) {
+	t.Helper()
+	members := c.Opts.Members
+	c.Opts.Members = ""
+	c.WriteMembers(ns...)
+	for _, n := range ns {
+		c.WriteConfig(n)
+		c.Start(n)
+	}
+	c.Wait(c.ClientOf(ns...), convergeTimeout, ns...)
+	stopAll(t, c, ns...)
+	c.Opts.Members = members
+	for _, n := range ns {
+		c.WriteConfig(n)
+		c.Agent(n).Restart()
+	}
+}
+
 // holderIdentities returns what the listed members' Leases must say:
 // <memberID>:<clusterID>:<Leader|Member> in lower-case hex, from etcd's own
 // answer.
@@ -178,8 +202,8 @@ func etcdEvents(ctx context.Context, env *envtest.Env) ([]string, error) {
 
 func roleOf(holder string) string { return holder[strings.LastIndex(holder, ":")+1:] }
 
-// A real etcd-druid reads the Leases etcdlet renews: three agents take
-// their member list from the Etcd resource, form the cluster and renew
+// A real etcd-druid reads the Leases etcdlet renews: three agents that
+// formed their cluster take their member list from the Etcd resource and renew
 // their Leases with the identity of their etcd member, under exactly the
 // permissions of deploy/rbac/etcd-druid.yaml; druid's status lists the
 // three with their roles and AllMembersReady. A leader move shows in the
@@ -200,9 +224,7 @@ func TestDruidSeesEtcdletMembers(t *testing.T) {
 	}
 	// Short thresholds, so that a stopped member shows within the test.
 	envtest.StartDruid(t, env, envtest.DruidOptions{StatusSyncPeriod: 5 * time.Second, UnknownThreshold: 10 * time.Second, NotReadyThreshold: 20 * time.Second})
-	for n := 1; n <= 3; n++ {
-		c.Start(n)
-	}
+	formBeforeTheEtcd(t, c, 1, 2, 3)
 	cli := c.ClientOf(1, 2, 3)
 	c.Wait(cli, 90*time.Second, 1, 2, 3)
 

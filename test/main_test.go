@@ -99,6 +99,10 @@ const (
 	netStaleList
 	netClaimant
 	netOtherName
+	netExplicit
+	netFounder
+	netNeverBootstrap
+	netRebootstrap
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -2,14 +2,17 @@ package test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlet/etcdlet/test/harness"
 )
@@ -52,8 +55,9 @@ func TestALearnerThatIsNeverPromotedLeavesTheSlot(t *testing.T) {
 }
 
 // Two of three listed nodes are up; the third's agent is not installed
-// yet. They wait (silence is no consent) until the operator approves the
-// bootstrap on each of them; the third joins when it comes up.
+// yet. They wait (silence is no consent) until the operator approves a new
+// cluster: the approved node founds it, the other joins, and the third
+// joins when it comes up. Approved on both at once, they still form one.
 func TestTheOperatorApprovesABootstrap(t *testing.T) {
 	t.Parallel()
 	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netApprove})
@@ -76,13 +80,119 @@ func TestTheOperatorApprovesABootstrap(t *testing.T) {
 	}) {
 		t.Fatalf("etcdlet bootstrap does not show node 3 silent: %v\n%s", err, out)
 	}
+	// The act, given on both nodes at once by two operators who did not
+	// talk to each other: one cluster forms, never two.
 	for _, n := range []int{1, 2} {
-		if out, err := exec.Command(binary, "bootstrap", "--config", c.ConfigPath(n), "--approve").CombinedOutput(); err != nil || !strings.Contains(string(out), "approved") {
-			t.Fatalf("etcdlet bootstrap --approve on node %d: %v\n%s", n, err, out)
+		if out, err := exec.Command(binary, "bootstrap", "--config", c.ConfigPath(n), "--approve").CombinedOutput(); err != nil && n == 1 {
+			t.Fatalf("etcdlet bootstrap --approve on node 1: %v\n%s", err, out)
 		}
 	}
 	cli := c.Client()
-	harness.Eventually(t, convergeTimeout, "nodes 1 and 2 form the cluster", func() error {
+	waitStartedVoters(t, c, cli, 2)
+	ids := map[uint64]bool{}
+	for _, n := range []int{1, 2} {
+		ids[put(t, c.ClientOf(n), fmt.Sprintf("/from/%d", n), "x")] = true
+	}
+	founded := 0
+	for _, n := range []int{1, 2} {
+		founded += c.Agent(n).CountLog("founding a new cluster", nil)
+	}
+	if len(ids) != 1 || founded != 1 {
+		t.Fatalf("two approvals at once: %d clusters answer, %d foundings; want one of each", len(ids), founded)
+	}
+	// Once a cluster answers, an approval is refused.
+	if out, err := exec.Command(binary, "bootstrap", "--config", c.ConfigPath(2), "--approve").CombinedOutput(); err == nil || !strings.Contains(string(out), "a listed etcd answers") {
+		t.Errorf("etcdlet bootstrap --approve beside a cluster: %v\n%s", err, out)
+	}
+	c.Start(3)
+	c.Wait(cli, convergeTimeout, 1, 2, 3)
+}
+
+// Disaster recovery: the data of two of three members is lost, the third
+// host is down. The operator approves a new cluster on a survivor's host;
+// it is a new cluster, with a cluster ID of its own. When the third host
+// comes back with its old data, its longer raft log must not take over the
+// new cluster (it would, were the identity the same, and the new cluster
+// would commit nothing): its agent refuses to start it beside the new
+// cluster and says why, the new cluster keeps serving, and it rejoins once
+// the operator moves its data aside as the refusal says.
+func TestAnApprovedRebootstrapIsANewCluster(t *testing.T) {
+	t.Parallel()
+	c, cli := startCluster(t, netRebootstrap, 3)
+	oldID := put(t, cli, "/old", "before the disaster")
+	for i := range 50 {
+		put(t, cli, fmt.Sprintf("/log/%d", i), "a longer raft log on member 3")
+	}
+	stopAll(t, c, 1, 2, 3)
+	for _, n := range []int{1, 2} { // replaced disks: data and state gone
+		for _, dir := range []string{"data", "state"} {
+			if err := os.RemoveAll(filepath.Join(c.Dir, fmt.Sprintf("n%d", n), dir)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Agent(n).Restart()
+	}
+	harness.Eventually(t, convergeTimeout, "agents 1 and 2 wait for node 3", func() error {
+		for _, n := range []int{1, 2} {
+			if !waitsFor(c.Agent(n), c.IP(3)) {
+				return errorf("agent %d has not logged waiting for %s", n, c.IP(3))
+			}
+		}
+		return nil
+	})
+	if out, err := exec.Command(binary, "bootstrap", "--config", c.ConfigPath(1), "--approve").CombinedOutput(); err != nil {
+		t.Fatalf("etcdlet bootstrap --approve on node 1: %v\n%s", err, out)
+	}
+	cli12 := c.ClientOf(1, 2)
+	waitStartedVoters(t, c, cli12, 2)
+	newID := put(t, cli12, "/new", "after the disaster")
+	if newID == oldID {
+		t.Fatalf("the approved cluster has the old cluster's ID %x: a member of the old one passes for one of the new", oldID)
+	}
+
+	starts := startedMembers(c.Agent(3))
+	c.Agent(3).Restart()
+	harness.Eventually(t, convergeTimeout, "agent 3 refuses its old data beside the new cluster", func() error {
+		for _, e := range c.Agent(3).LogEntries() {
+			if reason, _ := e["reason"].(string); e["msg"] == "local member" && e["decision"] == "refuse" &&
+				strings.Contains(reason, fmt.Sprintf("belongs to cluster %x", oldID)) && strings.Contains(reason, fmt.Sprintf("answer for cluster %x", newID)) {
+				return nil
+			}
+		}
+		return errorf("not refused yet")
+	})
+	waitPasses(t, c, []int{3}, 3)
+	if after := startedMembers(c.Agent(3)); len(after) != len(starts) {
+		t.Fatalf("agent 3 started its old member beside the new cluster: %v", after[len(starts):])
+	}
+	if v, err := c.Agent(3).Metric(`etcdlet_refusals_total{reason="foreign-data"}`); err != nil || v < 1 {
+		t.Errorf(`etcdlet_refusals_total{reason="foreign-data"} on agent 3 = %v (%v), want ≥ 1`, v, err)
+	}
+	// The new cluster serves writes all along, and holds none of the old.
+	for i := range 5 {
+		if id := put(t, cli12, fmt.Sprintf("/serving/%d", i), "yes"); id != newID {
+			t.Fatalf("a write answered by cluster %x, not the new %x", id, newID)
+		}
+	}
+	if v := get(t, cli12, "/old"); v != "" {
+		t.Errorf("the new cluster holds the old one's key /old = %q", v)
+	}
+
+	// As the refusal says: move the data dir aside by hand to join.
+	if err := os.Rename(c.DataDir(3), c.DataDir(3)+".old-cluster"); err != nil {
+		t.Fatal(err)
+	}
+	c.Wait(cli12, 2*convergeTimeout, 1, 2, 3)
+	if v := get(t, c.ClientOf(3), "/new"); v != "after the disaster" {
+		t.Errorf("member 3, rejoined, reads /new = %q", v)
+	}
+}
+
+// waitStartedVoters waits until the cluster has n started voters (a
+// learner added for a node that is down may be there too).
+func waitStartedVoters(t *testing.T, c *harness.Cluster, cli *clientv3.Client, n int) {
+	t.Helper()
+	harness.Eventually(t, convergeTimeout, fmt.Sprintf("%d started voters", n), func() error {
 		members, err := c.MemberList(cli)
 		if err != nil {
 			return err
@@ -93,13 +203,11 @@ func TestTheOperatorApprovesABootstrap(t *testing.T) {
 				started++
 			}
 		}
-		if started != 2 {
+		if started != n {
 			return errorf("%d started voters", started)
 		}
 		return nil
 	})
-	c.Start(3)
-	c.Wait(cli, convergeTimeout, 1, 2, 3)
 }
 
 // A node whose data was moved aside etcd.moveAsideLimit times within the

@@ -64,8 +64,10 @@ type sdHost struct {
 // neither /etc/kubernetes/manifests nor /var/lib/etcd (the "-" of
 // ReadWritePaths=) and at first no member list: the kubelet starts at once,
 // etcdlet having said READY=1 with nothing to do. Hosts 2 and 3 start with
-// the list; once host 1 reads it too, the three bootstrap (every listed
-// node consents). Then: the kubelet restarted with the cluster running
+// the list and wait for the operator's act (cluster.bootstrap explicit, the
+// packaged default); once host 1 reads the list too, `etcdlet bootstrap
+// --approve` there founds the cluster, as docs/operations.md installs one,
+// and hosts 2 and 3 join it. Then: the kubelet restarted with the cluster running
 // still starts after etcdlet's READY=1; host 2's agent, hung with SIGSTOP,
 // is killed by the watchdog and restarted; host 3 leaves the list and its
 // data dir is moved aside inside StateDirectory=, then rejoins with the
@@ -148,8 +150,11 @@ func TestUnitOnSystemdHosts(t *testing.T) {
 	}
 	t.Logf("without a member list the kubelet started %s after systemctl start kubelet", took.Round(10*time.Millisecond))
 
-	// The list arrives on host 1: the three bootstrap.
+	// The list arrives on host 1, and the operator founds the cluster there.
 	setUnitHostsList(t, hosts[:1], 1, 2, 3)
+	if out := h1.must("etcdlet", "bootstrap", "--approve"); !strings.Contains(out, "approved: this node founds a new one-member cluster") {
+		t.Fatalf("etcdlet bootstrap --approve on host 1 says:\n%s", out)
+	}
 	h1.waitVoters(t, "the three hosts form a cluster", hosts, h1.ip, h2.ip, h3.ip)
 	for _, h := range hosts {
 		if s := h.show("etcdlet.service", "ActiveState", "SubState", "NRestarts", "StatusText"); s["ActiveState"] != "active" ||

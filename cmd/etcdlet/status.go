@@ -13,6 +13,7 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/kube"
+	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
 )
 
@@ -54,7 +55,8 @@ With --wait, poll until membership matches the list with every member
 voting and healthy.
 
 Exit codes, for scripts (the first that holds wins):
-  4  unreachable: no member of the cluster answered
+  4  unreachable: no member of the cluster answered (also a new cluster
+     before its founding act: etcdlet bootstrap --approve on one node)
   3  no quorum: members answer, but not a majority of the voters agree
   2  the member list is invalid or unreadable (the cluster has quorum)
   1  --wait: membership did not match the list in time; or the command
@@ -157,6 +159,10 @@ func statusError(r statusreport.Report, wait time.Duration) error {
 		return nil
 	case exitUnreachable:
 		why = "no member of the cluster answered"
+		if l := r.Local; l != nil && l.Refusal == string(localmember.RefuseNotApproved) {
+			// A new cluster waits for its founding act: say which.
+			why = "no cluster yet: run 'etcdlet bootstrap --approve' on one node to found it (cluster.bootstrap explicit)"
+		}
 	case exitNoQuorum:
 		why = "the cluster has no quorum"
 	case exitListInvalid:

@@ -40,6 +40,14 @@ const (
 	// Promised: the node agreed to bootstrap another list, and that
 	// bootstrap is not known to have been abandoned.
 	Promised Phase = "promised"
+	// Explicit: no data, never a member, but the node forms a cluster only
+	// on an operator's act (cluster.bootstrap explicit or never): it
+	// consents to no bootstrap of the listed nodes together and promises
+	// none. Agents that predate it read an unknown phase as a refusal.
+	Explicit Phase = "explicit"
+	// Founding: the node decided to found a one-member cluster on an
+	// operator's act and its member has not started yet.
+	Founding Phase = "founding"
 )
 
 // Answer is one node's answer to "may we bootstrap?".
@@ -54,11 +62,14 @@ type Answer struct {
 	Phase Phase    `json:"phase"`
 	// ClusterID is the cluster the node belongs to, when it belongs to one.
 	ClusterID string `json:"clusterID,omitempty"`
-	// Approved is set when the operator approved a bootstrap of List on
-	// that node (etcdlet bootstrap --approve).
+	// Approved is set when the operator approved a new cluster of List on
+	// that node (etcdlet bootstrap --approve): it founds one, and gives
+	// consent to no bootstrap beside it.
 	Approved bool `json:"approved,omitempty"`
 	// Promised is the list the node agreed to bootstrap, if any.
 	Promised []string `json:"promised,omitempty"`
+	// Founder is the node's cluster.founder, if set.
+	Founder string `json:"founder,omitempty"`
 	// Detail says what the phase rests on, for humans.
 	Detail string `json:"detail,omitempty"`
 }
@@ -73,6 +84,10 @@ func (a Answer) Consents(want Answer) (bool, string) {
 		return false, fmt.Sprintf("it answers as node %s", a.Node)
 	case !slices.Equal(a.List, want.List):
 		return false, fmt.Sprintf("its list is [%s], not [%s]", strings.Join(a.List, " "), strings.Join(want.List, " "))
+	case a.Approved:
+		// An approval founds a one-member cluster there, with an identity
+		// of its own; a bootstrap of the list beside it would be a second.
+		return false, "the operator approved a new cluster there: it founds one, which this node joins"
 	case a.Phase == Fresh || a.Phase == Bootstrapping:
 		return true, ""
 	default:
@@ -102,6 +117,9 @@ type Verdict struct {
 	// that answered no, each with why.
 	Silent   []string
 	Refusing []string
+	// Founding: the verdict is on founding a one-member cluster
+	// (EvaluateFounding), not on bootstrapping the listed nodes together.
+	Founding bool
 }
 
 // Reason says why the verdict is what it is.
@@ -117,9 +135,13 @@ func (v Verdict) Reason() string {
 	case v.Granted && v.Approved && len(parts) > 0:
 		return "approved by the operator (etcdlet bootstrap) despite " + strings.Join(parts, "; ")
 	case v.Granted && v.Approved:
-		return "approved by the operator, and every listed node confirms it is fresh"
+		return "approved by the operator, and no listed node stands against it"
+	case v.Granted && v.Founding:
+		return "cluster.founder names this node, and every other listed node confirms it holds no data and names this node as cluster.founder too"
 	case v.Granted:
 		return "every listed node confirms it is fresh and sees the same list"
+	case v.Founding:
+		return "not every listed node confirms it holds no data and founds nothing itself: " + strings.Join(parts, "; ")
 	default:
 		return "not every listed node confirms it is fresh: " + strings.Join(parts, "; ")
 	}
@@ -127,12 +149,12 @@ func (v Verdict) Reason() string {
 
 // Evaluate applies the rule: self is this node's own answer (the one it
 // would give), asked are the other listed nodes'. A node that answers no
-// (it has data, has been a member, sees another list) always blocks: a
-// cluster, or another bootstrap, exists; so does one whose agent refuses
-// to answer this node (RefusedError). A node that does not answer
-// blocks unless the operator approved this list on this node. (A node
-// that was a member and lost its data answers fresh when the operator
-// approved a bootstrap on it: disaster recovery, node by node.)
+// (it has data, has been a member, sees another list, is approved to
+// found a cluster itself) blocks: a cluster, or another bootstrap, exists
+// or may; so does one whose agent refuses to answer this node
+// (RefusedError), and one that does not answer. An operator who wants a
+// cluster without the silent nodes approves a founding instead
+// (EvaluateFounding): a cluster of one, with an identity of its own.
 func Evaluate(self Answer, asked []Asked) Verdict {
 	var v Verdict
 	if ok, why := self.Consents(self); !ok {
@@ -143,8 +165,7 @@ func Evaluate(self Answer, asked []Asked) Verdict {
 		case IsRefused(a.Err):
 			// Its agent answers, and not yes: it does not take this node
 			// for a listed peer (another list, a certificate that does not
-			// name this node's address). A refusal, which no approval
-			// outweighs, where silence could be.
+			// name this node's address).
 			v.Refusing = append(v.Refusing, fmt.Sprintf("%s (%v)", a.Node, a.Err))
 			continue
 		case a.Err != nil:
@@ -157,12 +178,6 @@ func Evaluate(self Answer, asked []Asked) Verdict {
 			v.Refusing = append(v.Refusing, fmt.Sprintf("%s (%s)", a.Node, why))
 		}
 	}
-	switch {
-	case len(v.Refusing) > 0:
-	case len(v.Silent) == 0:
-		v.Granted, v.Approved = true, self.Approved
-	case self.Approved:
-		v.Granted, v.Approved = true, true
-	}
+	v.Granted = len(v.Refusing) == 0 && len(v.Silent) == 0
 	return v
 }

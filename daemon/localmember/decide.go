@@ -1,7 +1,7 @@
 // Package localmember decides what happens to this node's own etcd member:
-// keep it, restart it on its data, bootstrap a new cluster, join as the
-// learner the writer added, move stale data aside, or wait. Decide is a
-// pure function with table tests; the agent carries the decision out.
+// keep it, restart it on its data, bootstrap or found a new cluster, join
+// as the learner the writer added, move stale data aside, or wait. Decide
+// is a pure function with table tests; the agent carries the decision out.
 package localmember
 
 import (
@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/identity"
@@ -24,7 +25,8 @@ const (
 	Keep         Kind = "keep"          // running and still a member
 	Idle         Kind = "idle"          // not listed, nothing to run
 	Restart      Kind = "restart"       // start on the existing data dir
-	Bootstrap    Kind = "bootstrap"     // form a new cluster with the listed nodes
+	Bootstrap    Kind = "bootstrap"     // form a new cluster with the listed nodes (consent)
+	Found        Kind = "found"         // found a one-member cluster of this node (an operator's act)
 	Join         Kind = "join"          // start as the member the writer added
 	Wait         Kind = "wait"          // nothing safe to do yet
 	StopRemoved  Kind = "stop-removed"  // running but removed: stop, move data aside
@@ -47,9 +49,17 @@ const (
 	// does not confirm that it is fresh (normal for seconds while the
 	// nodes of a new cluster start).
 	RefuseNoConsent Refusal = "bootstrap-no-consent"
-	// RefuseWasMember: no bootstrap by a node that was a member before,
-	// without the operator's approval.
+	// RefuseWasMember: no bootstrap by a node that was a member before, or
+	// that founded a cluster before, without the operator's approval.
 	RefuseWasMember Refusal = "bootstrap-was-member"
+	// RefuseNotApproved: no cluster answers, and with cluster.bootstrap
+	// explicit a new one forms only on an operator's act (normal while a
+	// new cluster is installed, until that act).
+	RefuseNotApproved Refusal = "bootstrap-not-approved"
+	// RefuseNeverBootstrap: no cluster answers, and this node never founds
+	// one (cluster.bootstrap never; always with members.source
+	// etcd-resource): it waits for the cluster.
+	RefuseNeverBootstrap Refusal = "bootstrap-never"
 	// RefuseBesideCluster: no bootstrap while an established cluster
 	// answers without quorum.
 	RefuseBesideCluster Refusal = "bootstrap-beside-cluster"
@@ -109,11 +119,21 @@ type Inputs struct {
 	Pinned    uint64
 	WasMember bool
 	View      membership.View
-	// Consent is the verdict on a bootstrap; the agent asks the listed
-	// nodes only when a bootstrap could happen.
+	// Mode is how a new cluster may form (config.Config.BootstrapMode):
+	// config.BootstrapExplicit, BootstrapConsent or BootstrapNever.
+	Mode string
+	// Consent is the verdict on a bootstrap (consent mode) or a founding
+	// (explicit mode); the agent asks the listed nodes only when one could
+	// happen.
 	Consent consent.Verdict
-	// Approved: the operator approved a bootstrap of this list here.
+	// Approved: the operator approved a bootstrap of this list here, and
+	// no founding of this node used that approval up.
 	Approved bool
+	// Founder: cluster.founder names this node (explicit mode).
+	Founder bool
+	// Founded: this node founded a cluster before, and its member may
+	// have run (state.Founding.Started).
+	Founded bool
 	// DataProblem, when its Reason is set, says why the data dir may not
 	// be used (it must be a mount point and is not; it belongs to another
 	// cluster than the one this node joined).
@@ -135,14 +155,19 @@ type Decision struct {
 	StaleID uint64
 	// JoinID is the member the writer added for this node, for Join.
 	JoinID uint64
+	// Token is the new cluster's own initial-cluster-token, for Found; the
+	// node controller sets it (it knows the time), Decide does not.
+	Token string
 	// Refusal names the safety rule behind a Refuse, or behind a Wait that
 	// is one; empty otherwise.
 	Refusal Refusal
 }
 
 // Decide encodes the local safety rules: never bootstrap while an
-// established cluster exists, after having been a member, or without every
-// listed node's consent; join only as the member the writer added for this
+// established cluster exists, after having been a member or having founded
+// a cluster, or without what the mode asks (the operator's act on this
+// node in explicit mode, every listed node's consent in consent mode,
+// never in never mode); join only as the member the writer added for this
 // node's peer URL; never act on a view of another cluster than this
 // node's; never start on data of a member the cluster no longer has (move
 // it aside instead); never drop data of another cluster silently.
@@ -193,14 +218,48 @@ func Decide(in Inputs) Decision {
 		return decideJoin(in)
 	case v.Established:
 		return Decision{Kind: Wait, Reason: "an established cluster answers but has no quorum; never bootstrapping beside it", Refusal: RefuseBesideCluster}
+	case in.Mode == config.BootstrapNever:
+		return Decision{Kind: Wait, Reason: "no listed peer's etcd answers, and this node never founds a cluster (cluster.bootstrap never; always with members.source etcd-resource, whose API server needs the cluster): waiting for the cluster to answer and add this node", Refusal: RefuseNeverBootstrap}
 	case in.WasMember && !in.Approved:
-		return Decision{Kind: Refuse, Reason: "no listed peer answers, and this node was a member before: it never bootstraps a new cluster on its own; restore a member's quorum or its data, or, once every member's data is known to be lost, approve a new cluster on the nodes with 'etcdlet bootstrap --approve'", Refusal: RefuseWasMember}
-	case !in.Consent.Granted:
-		return Decision{Kind: Wait, Reason: "no listed peer's etcd answers, and a bootstrap needs every listed node's consent: " + in.Consent.Reason(), Refusal: RefuseNoConsent}
-	default:
-		return Decision{Kind: Bootstrap, Reason: "no listed peer's etcd answers and " + in.Consent.Reason() + ": the listed nodes form a new cluster",
-			InitialCluster: identity.InitialCluster(in.Desired), ClusterState: runtime.StateNew}
+		return Decision{Kind: Refuse, Reason: "no listed peer answers, and this node was a member before: it never bootstraps a new cluster on its own; restore a member's quorum or its data, or, once every member's data is known to be lost, approve a new cluster with 'etcdlet bootstrap --approve'", Refusal: RefuseWasMember}
+	case in.Founded && !in.Approved:
+		return Decision{Kind: Refuse, Reason: "no listed peer answers, and this node founded a cluster before: it never founds another on the same act (cluster.founder, or an approval it used); restore that cluster's quorum or its data, or, once its data is known to be lost, approve a new founding with 'etcdlet bootstrap --approve'", Refusal: RefuseWasMember}
+	case in.Mode == config.BootstrapConsent && !in.Approved:
+		return decideConsent(in)
 	}
+	// An approval founds a cluster in either mode: a cluster of one, with
+	// an identity of its own (Decision.Token), so that a member of a
+	// cluster before it (disaster recovery: one that was only down) is
+	// another cluster's, and never takes this one's place or leadership.
+	return decideFounding(in)
+}
+
+// decideConsent: the listed nodes bootstrap together once every one of
+// them consents (cluster.bootstrap consent).
+func decideConsent(in Inputs) Decision {
+	if !in.Consent.Granted {
+		return Decision{Kind: Wait, Reason: "no listed peer's etcd answers, and a bootstrap needs every listed node's consent: " + in.Consent.Reason(), Refusal: RefuseNoConsent}
+	}
+	return Decision{Kind: Bootstrap, Reason: "no listed peer's etcd answers and " + in.Consent.Reason() + ": the listed nodes form a new cluster",
+		InitialCluster: identity.InitialCluster(in.Desired), ClusterState: runtime.StateNew}
+}
+
+// decideFounding: a new cluster forms only on an operator's act on one
+// node, which founds a one-member cluster of itself (cluster.bootstrap
+// explicit). One member has quorum at once and needs nobody else to
+// start at the same moment; the writer then adds the other listed nodes
+// as learners, one at a time, the way every later node joins.
+func decideFounding(in Inputs) Decision {
+	switch {
+	case !in.Approved && !in.Founder:
+		return Decision{Kind: Wait, Reason: "no cluster yet: a new cluster forms only on an operator's act (cluster.bootstrap explicit); run 'etcdlet bootstrap --approve' on one node (or name it in cluster.founder), which founds it, and the other listed nodes join it", Refusal: RefuseNotApproved}
+	case !in.Consent.Granted:
+		return Decision{Kind: Wait, Reason: "no listed peer's etcd answers; founding a cluster here waits: " + in.Consent.Reason(), Refusal: RefuseNoConsent}
+	}
+	// The verdict's reason names the act: the operator's approval, or
+	// cluster.founder naming this node on every listed host.
+	return Decision{Kind: Found, Reason: "no listed peer's etcd answers and " + in.Consent.Reason() + ": founding a one-member cluster of this node, with an identity of its own; the other listed nodes join it as learners, one at a time",
+		InitialCluster: identity.InitialCluster([]identity.Member{in.Self}), ClusterState: runtime.StateNew}
 }
 
 func decideWithData(in Inputs) Decision {
@@ -211,6 +270,14 @@ func decideWithData(in Inputs) Decision {
 		// etcd cannot restart a member from its backend alone; whatever it
 		// was, it cannot serve as this node's member.
 		return Decision{Kind: MoveAside, Reason: "the data dir holds a backend but no write-ahead log: it cannot be restarted; kept aside before the node joins"}
+	}
+	if id, n, ok := foreignMajority(v, len(in.Desired)); ok && in.Pinned != 0 && !v.Reached {
+		// A majority of the listed addresses serve one other cluster: this
+		// data's cluster cannot get its quorum back on this list, and the
+		// other one is most likely its successor (a re-bootstrap after a
+		// disaster). Its old, longer log must never run beside it.
+		return Decision{Kind: Refuse, Reason: fmt.Sprintf("the local data belongs to cluster %s, but %d of the %d listed addresses answer for cluster %s (re-bootstrapped?); not starting and not moving anything: move the data dir aside by hand to join %s",
+			membership.IDString(in.Pinned), n, len(in.Desired), membership.IDString(id), membership.IDString(id)), Refusal: RefuseForeignData}
 	}
 	switch {
 	case !v.Reached:
@@ -333,6 +400,20 @@ func firstOr(s []string) string {
 		return ""
 	}
 	return s[0]
+}
+
+// foreignMajority reports the other cluster that most listed endpoints
+// answer for, how many do, and whether they are a majority of listed.
+func foreignMajority(v membership.View, listed int) (uint64, int, bool) {
+	count := map[uint64]int{}
+	var best uint64
+	for _, f := range v.Foreign {
+		count[f.ClusterID]++
+		if count[f.ClusterID] > count[best] {
+			best = f.ClusterID
+		}
+	}
+	return best, count[best], listed > 0 && count[best] >= listed/2+1
 }
 
 func foreignList(fs []membership.Foreign) string {

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/identity"
@@ -50,20 +51,77 @@ func TestDecide(t *testing.T) {
 		want  Kind
 		state string // expected initial-cluster-state
 		ic    string // expected initial cluster (substring)
-		why   string // reason substring
+		// icExact is the expected initial cluster, whole.
+		icExact string
+		why     string // reason substring
 		// refusal is the safety rule named (etcdlet_refusals_total's
 		// reason); empty for every decision that refuses nothing.
 		refusal Refusal
 	}{
-		{name: "bootstrap when no listed peer answers, never a member, and every listed node consents",
-			in: Inputs{InList: true, View: nobody, Consent: granted}, want: Bootstrap, state: "new",
+		// cluster.bootstrap consent: the listed nodes bootstrap together.
+		{name: "consent: bootstrap when no listed peer answers, never a member, and every listed node consents",
+			in: Inputs{Mode: config.BootstrapConsent, InList: true, View: nobody, Consent: granted}, want: Bootstrap, state: "new",
 			ic: "etcd-main-192.0.2.1=https://192.0.2.1:2380,etcd-main-192.0.2.2=https://192.0.2.2:2380,etcd-main-192.0.2.3=https://192.0.2.3:2380"},
-		{name: "a listed node that does not answer is no consent: wait",
-			in: Inputs{InList: true, View: nobody, Consent: silent}, want: Wait, why: "no answer from 192.0.2.1", refusal: RefuseNoConsent},
-		{name: "never bootstrap after having been a member",
-			in: Inputs{InList: true, WasMember: true, View: nobody, Consent: granted}, want: Refuse, why: "etcdlet bootstrap --approve", refusal: RefuseWasMember},
-		{name: "a former member with the operator's approval bootstraps",
-			in: Inputs{InList: true, WasMember: true, Approved: true, View: nobody, Consent: consent.Verdict{Granted: true, Approved: true}}, want: Bootstrap},
+		{name: "consent: a listed node that does not answer is no consent: wait",
+			in: Inputs{Mode: config.BootstrapConsent, InList: true, View: nobody, Consent: silent}, want: Wait, why: "no answer from 192.0.2.1", refusal: RefuseNoConsent},
+		{name: "consent: never bootstrap after having been a member",
+			in: Inputs{Mode: config.BootstrapConsent, InList: true, WasMember: true, View: nobody, Consent: granted}, want: Refuse, why: "etcdlet bootstrap --approve", refusal: RefuseWasMember},
+		{name: "consent: a former member with the operator's approval founds a new cluster, never bootstraps the list again",
+			in:   Inputs{Mode: config.BootstrapConsent, InList: true, WasMember: true, Approved: true, View: nobody, Consent: consent.Verdict{Granted: true, Approved: true, Founding: true}},
+			want: Found, why: "approved by the operator"},
+		{name: "consent: an approval without the founding's verdict waits",
+			in:   Inputs{Mode: config.BootstrapConsent, InList: true, Approved: true, View: nobody, Consent: consent.Verdict{Founding: true, Refusing: []string{"192.0.2.2 (promised)"}}},
+			want: Wait, refusal: RefuseNoConsent},
+		{name: "consent: a node that founded a cluster before does not bootstrap either",
+			in: Inputs{Mode: config.BootstrapConsent, InList: true, Founded: true, View: nobody, Consent: granted}, want: Refuse, refusal: RefuseWasMember},
+
+		// cluster.bootstrap explicit (the default, also when unset): a new
+		// cluster forms only on an operator's act on one node.
+		{name: "explicit: fresh nodes wait for the operator's act, and say what it is",
+			in: Inputs{InList: true, View: nobody}, want: Wait, why: "no cluster yet: a new cluster forms only on an operator's act (cluster.bootstrap explicit); run 'etcdlet bootstrap --approve' on one node", refusal: RefuseNotApproved},
+		{name: "explicit: every listed node fresh and agreeing forms nothing without the act",
+			in: Inputs{Mode: config.BootstrapExplicit, InList: true, View: nobody, Consent: granted}, want: Wait, refusal: RefuseNotApproved},
+		{name: "explicit: approved here, no listed node objects: found a one-member cluster of this node",
+			in:   Inputs{Mode: config.BootstrapExplicit, InList: true, Approved: true, View: nobody, Consent: consent.Verdict{Granted: true, Approved: true, Founding: true}},
+			want: Found, state: "new", icExact: "etcd-main-192.0.2.3=https://192.0.2.3:2380", why: "the other listed nodes join it as learners"},
+		{name: "explicit: approved here, a silent node does not hold it back (the operator looked)",
+			in:   Inputs{InList: true, Approved: true, View: nobody, Consent: consent.Verdict{Granted: true, Approved: true, Founding: true, Silent: []string{"192.0.2.1 (timeout)"}}},
+			want: Found, why: "despite no answer from 192.0.2.1"},
+		{name: "explicit: approved here, but a listed node holds data: wait",
+			in:   Inputs{InList: true, Approved: true, View: nobody, Consent: consent.Verdict{Founding: true, Refusing: []string{"192.0.2.1 (has-data)"}}},
+			want: Wait, why: "refused by 192.0.2.1 (has-data)", refusal: RefuseNoConsent},
+		{name: "explicit: cluster.founder names this node and every other listed node confirms: found",
+			in:   Inputs{InList: true, Founder: true, View: nobody, Consent: consent.Verdict{Granted: true, Founding: true}},
+			want: Found, icExact: "etcd-main-192.0.2.3=https://192.0.2.3:2380", why: "cluster.founder names this node"},
+		{name: "explicit: cluster.founder waits for a silent node: it may host a cluster that is down",
+			in:   Inputs{InList: true, Founder: true, View: nobody, Consent: consent.Verdict{Founding: true, Silent: []string{"192.0.2.1 (timeout)"}}},
+			want: Wait, why: "no answer from 192.0.2.1", refusal: RefuseNoConsent},
+		{name: "explicit: a node that founded a cluster and lost its data never founds again on cluster.founder",
+			in:   Inputs{InList: true, Founder: true, Founded: true, View: nobody, Consent: consent.Verdict{Granted: true, Founding: true}},
+			want: Refuse, why: "founded a cluster before", refusal: RefuseWasMember},
+		{name: "explicit: a node that founded a cluster and lost its data founds again only on a new approval",
+			in:   Inputs{InList: true, Founded: true, Approved: true, View: nobody, Consent: consent.Verdict{Granted: true, Approved: true, Founding: true}},
+			want: Found},
+		{name: "explicit: a former member never founds on cluster.founder",
+			in:   Inputs{InList: true, Founder: true, WasMember: true, View: nobody, Consent: consent.Verdict{Granted: true, Founding: true}},
+			want: Refuse, refusal: RefuseWasMember},
+		{name: "explicit: never found beside an established cluster without quorum, approved or not",
+			in:   Inputs{InList: true, Approved: true, Founder: true, View: noQuorum, Consent: consent.Verdict{Granted: true, Approved: true}},
+			want: Wait, refusal: RefuseBesideCluster},
+		{name: "explicit: an approved node whose listed peers answer joins, it founds nothing",
+			in:   Inputs{InList: true, Approved: true, Founder: true, View: reached(started("192.0.2.1", 1))},
+			want: Wait, why: "waiting to be added"},
+		{name: "explicit: the learner the writer added joins",
+			in:   Inputs{InList: true, View: reached(started("192.0.2.1", 1), unstartedLearner("192.0.2.3", 3))},
+			want: Join, state: "existing"},
+
+		// cluster.bootstrap never (always with members.source etcd-resource).
+		{name: "never: no cluster answers: wait for it, whatever the operator approved or the configuration names",
+			in:   Inputs{Mode: config.BootstrapNever, InList: true, Approved: true, Founder: true, View: nobody, Consent: consent.Verdict{Granted: true, Approved: true}},
+			want: Wait, why: "never founds a cluster", refusal: RefuseNeverBootstrap},
+		{name: "never: the learner the writer added joins",
+			in:   Inputs{Mode: config.BootstrapNever, InList: true, View: reached(started("192.0.2.1", 1), unstartedLearner("192.0.2.3", 3))},
+			want: Join},
 		{name: "a node named in a cluster without quorum joins it, and bootstraps nothing of its own",
 			in: Inputs{InList: true, View: membership.View{Observation: membership.Observation{ClusterID: 0xc1,
 				Members: []membership.Member{started("192.0.2.1", 1), {ID: 3, Name: self.Name, PeerURLs: []string{self.PeerURL}}}}},
@@ -131,6 +189,12 @@ func TestDecide(t *testing.T) {
 			in: Inputs{InList: true, Data: datadir.Contents{Backend: true}, View: reached(started("192.0.2.1", 1), unstartedLearner("192.0.2.3", 3))}, want: MoveAside, why: "no write-ahead log"},
 		{name: "data of another cluster is never touched",
 			in: Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xbad, View: cluster}, want: Refuse, why: "belongs to cluster bad", refusal: RefuseForeignData},
+		{name: "data of a cluster that lost quorum, while a majority of the listed addresses serve another (a re-bootstrap): never restarted beside it",
+			in: Inputs{InList: true, Desired: list, Data: wal, LocalID: 3, Pinned: 0xc1, View: membership.View{Observation: membership.Observation{
+				Foreign: []membership.Foreign{{Endpoint: ident("192.0.2.1").ClientURL, ClusterID: 0xf0, MemberID: 8}, {Endpoint: ident("192.0.2.2").ClientURL, ClusterID: 0xf0, MemberID: 9}}}}},
+			want: Refuse, why: "2 of the 3 listed addresses answer for cluster f0", refusal: RefuseForeignData},
+		{name: "data of a cluster that lost quorum, one listed address serving another cluster: restart, for the quorum is back only so",
+			in: Inputs{InList: true, Desired: list, Data: wal, LocalID: 3, Pinned: 0xc1, View: foreign(membership.View{})}, want: Restart},
 		{name: "running and still a member: keep",
 			in: Inputs{InList: true, Running: true, LocalID: 3, Pinned: 0xc1, View: cluster}, want: Keep},
 		{name: "running but removed: stop and move aside",
@@ -151,6 +215,9 @@ func TestDecide(t *testing.T) {
 			}
 			if tt.state != "" && d.ClusterState != tt.state {
 				t.Errorf("initial-cluster-state %q, want %q", d.ClusterState, tt.state)
+			}
+			if tt.icExact != "" && d.InitialCluster != tt.icExact {
+				t.Errorf("initial cluster %q, want %q", d.InitialCluster, tt.icExact)
 			}
 			if tt.ic != "" && !strings.Contains(d.InitialCluster, tt.ic) {
 				t.Errorf("initial cluster %q does not contain %q", d.InitialCluster, tt.ic)

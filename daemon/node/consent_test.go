@@ -43,17 +43,16 @@ func (p *askedPeers) Promise(ctx context.Context, n netip.Addr, list []string) (
 
 func (p *askedPeers) Wake(netip.Addr) {}
 
-// The operator's approval outweighs silence, never a refusal: a node whose
-// agent refuses to answer this one (403: it does not take this node for a
-// listed peer) blocks the bootstrap like an answer "no", both in the list
-// and among the nodes of an earlier list, where a node that cannot be
-// reached is only silent.
-func TestAnAgentsRefusalIsNoConsentEvenApproved(t *testing.T) {
+// A node whose agent refuses to answer this one (403: it does not take
+// this node for a listed peer) blocks a bootstrap like an answer "no",
+// both in the list and among the nodes of an earlier list; a node that
+// cannot be reached blocks it too, as silence.
+func TestAnAgentsRefusalIsNoConsent(t *testing.T) {
 	self, two, earlier := netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")
 	list := []netip.Addr{self, two}
 	refused := &consent.RefusedError{Reason: "only a node of this node's member list may ask for a promise or a wake-up"}
 	silent := errors.New("connection refused")
-	cfg := &config.Config{Cluster: config.Cluster{Name: "etcd-main"}, Agent: config.Agent{CallTimeout: time.Second}}
+	cfg := &config.Config{Cluster: config.Cluster{Name: "etcd-main", Bootstrap: config.BootstrapConsent}, Agent: config.Agent{CallTimeout: time.Second}}
 	fresh := func(node netip.Addr) consent.Answer {
 		return consent.Answer{Cluster: "etcd-main", Token: "etcd-main", Node: node.String(), List: addrStrings(list), Phase: consent.Fresh}
 	}
@@ -64,7 +63,7 @@ func TestAnAgentsRefusalIsNoConsentEvenApproved(t *testing.T) {
 		says    string
 	}{
 		{name: "every node answers: granted", granted: true},
-		{name: "a silent node of an earlier list: the approval outweighs it", errs: map[netip.Addr]error{earlier: silent}, granted: true},
+		{name: "a silent node of an earlier list: no consent", errs: map[netip.Addr]error{earlier: silent}, says: "no answer from 192.0.2.3 (of an earlier list"},
 		{name: "a listed node's agent refuses this node", errs: map[netip.Addr]error{two: refused}, says: "refused by 192.0.2.2 (its agent refuses this node"},
 		{name: "an earlier list's node's agent refuses this node", errs: map[netip.Addr]error{earlier: refused},
 			says: "refused by 192.0.2.3 (of an earlier list; its agent refuses this node"},
@@ -75,7 +74,7 @@ func TestAnAgentsRefusalIsNoConsentEvenApproved(t *testing.T) {
 			n := &Node{Deps: Deps{Config: cfg, Store: &memStore{}, Peers: peers}, scheme: identity.SchemeFrom(cfg),
 				state: state.State{Seen: []string{two.String(), earlier.String()}}}
 			s := &Snapshot{List: list, ListOK: true, Self: n.scheme.For(self)}
-			v := n.askConsent(context.Background(), s, true)
+			v := n.askConsent(context.Background(), s)
 			if v.Granted != tt.granted {
 				t.Errorf("granted %v, want %v: %s", v.Granted, tt.granted, v.Reason())
 			}

@@ -28,7 +28,7 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) (next time.Duration, ok
 		// rewritten if it was lost or etcdlet's rendering changed.
 		spec, _ := SpecFor(n.Config, s.Self, d, n.state)
 		return interval, n.apply(ctx, spec, false)
-	case localmember.Restart, localmember.Bootstrap, localmember.Join:
+	case localmember.Restart, localmember.Bootstrap, localmember.Join, localmember.Found:
 		// After an exit or a failed start (a port taken, a certificate
 		// unreadable), wait out the backoff, whatever is started next. A
 		// member stopping because it was removed is no crash: moving its
@@ -52,11 +52,21 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) (next time.Duration, ok
 				n.Log.Error("cannot record the bootstrap promise; not bootstrapping", "error", err)
 				return n.settle(), false
 			}
+		case localmember.Found:
+			if !n.markFounding(ctx, s, spec.Token) {
+				return n.settle(), true
+			}
 		}
-		n.state.InitialCluster, n.state.InitialClusterState = spec.InitialCluster, spec.InitialClusterState
+		n.state.InitialCluster, n.state.InitialClusterState, n.state.InitialClusterToken = spec.InitialCluster, spec.InitialClusterState, spec.Token
 		saved := n.save()
 		n.publish(s)
 		started := n.apply(ctx, spec, true)
+		if started && d.Kind == localmember.Found {
+			// From here the member may have run: this founding is never
+			// repeated, whatever happens to the data.
+			n.state.Founded.Started = true
+			saved = n.save()
+		}
 		n.settling = 0
 		return n.settle(), saved && started
 	case localmember.StopRemoved:
@@ -76,6 +86,48 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) (next time.Duration, ok
 		return time.Second, true
 	}
 	return interval, true
+}
+
+// markFounding records the founding before the member starts, shows it in
+// this node's answer, then asks the other listed nodes once more, and
+// reports whether the founding may go ahead. Two operator acts at the same
+// moment (approvals on two nodes, or an approval and cluster.founder) are
+// each checked against the others' answers before they act, but both
+// checks can come before either act; marking first, then checking, makes
+// at least one of two founders see the other's mark, and stand down. A
+// founding that stands down was never started, so its record goes.
+func (n *Node) markFounding(ctx context.Context, s Snapshot, token string) bool {
+	via := state.ViaFounder
+	if s.Consent.Approved {
+		via = state.ViaApproval
+	}
+	before := n.state.Clone()
+	withdraw := func() {
+		n.state.Founded, n.state.ClusterID, n.state.MemberID = before.Founded, before.ClusterID, before.MemberID
+		n.save()
+		n.publish(s)
+	}
+	n.state.Founded = &state.Founding{At: n.Now().UTC(), Via: via, Token: token, List: addrStrings(s.List)}
+	// A founding node starts a new cluster: it is pinned to no earlier one
+	// (disaster recovery: a former member approved to found again).
+	n.state.ClusterID, n.state.MemberID = "", ""
+	if !n.save() {
+		withdraw()
+		return false
+	}
+	n.publish(s)
+	if v := n.askFounding(ctx, &s, s.Consent.Approved); !v.Granted {
+		n.Log.Warn("founding withdrawn: a listed node stands against it since this node decided", "reason", v.Reason())
+		withdraw()
+		return false
+	}
+	if via == state.ViaFounder {
+		n.Log.Info("founding a new cluster", "via", via, "token", token, "list", addrStrings(s.List),
+			"next", "remove cluster.founder from every host's configuration: it has done its work, and left in it could found again on a host rebuilt when no listed host holds the cluster any more")
+	} else {
+		n.Log.Info("founding a new cluster", "via", via, "token", token, "list", addrStrings(s.List))
+	}
+	return true
 }
 
 // apply hands the member's spec to the runtime, and reports whether the
@@ -137,7 +189,7 @@ func (n *Node) moveAside(memberID uint64, reason, droppedBy string) (next time.D
 		n.state.Tombstones = append(n.state.Tombstones, state.Tombstone{Time: n.Now().UTC(), MemberID: membership.IDString(memberID),
 			From: n.Config.Etcd.DataDir, To: to, Reason: reason, DroppedByList: droppedBy})
 	}
-	n.state.MemberID, n.state.InitialCluster, n.state.InitialClusterState = "", "", ""
+	n.state.MemberID, n.state.InitialCluster, n.state.InitialClusterState, n.state.InitialClusterToken = "", "", "", ""
 	n.state.Bootstrap = nil
 	// A fresh start: the member's exits so far (its stop on removal among
 	// them) are no crash loop and must not delay the rejoin.
@@ -178,8 +230,13 @@ func (n *Node) noteMembership(s Snapshot) {
 	}
 	n.exits = 0
 	clusterID := membership.IDString(s.View.ClusterID)
+	if f := n.state.Founded; f != nil && !f.Started {
+		// A founding whose start was not recorded (a failed start that
+		// still wrote the data): it ran, it is never repeated.
+		f.Started = true
+	}
 	if !n.state.WasMember || n.state.ClusterID != clusterID {
-		n.state.WasMember, n.state.ClusterID = true, clusterID
+		n.state.WasMember, n.state.ClusterID, n.state.MemberSince = true, clusterID, n.Now().UTC()
 		n.state.Bootstrap, n.state.Seen = nil, nil
 		n.Log.Info("local member is part of the cluster", "memberID", membership.IDString(localID), "clusterID", clusterID, "learner", m.IsLearner)
 	}
@@ -191,20 +248,24 @@ func (n *Node) noteMembership(s Snapshot) {
 // static-pod manifest stays byte-identical and the kubelet does not
 // restart etcd; etcd ignores them once it has a WAL anyway.
 func SpecFor(cfg *config.Config, self identity.Member, d localmember.Decision, st state.State) (runtime.Spec, bool) {
-	initial, clusterState := d.InitialCluster, d.ClusterState
+	initial, clusterState, token := d.InitialCluster, d.ClusterState, d.Token
 	switch d.Kind {
 	case localmember.Keep, localmember.Restart:
 		if st.InitialCluster != "" {
-			initial, clusterState = st.InitialCluster, st.InitialClusterState
+			initial, clusterState, token = st.InitialCluster, st.InitialClusterState, st.InitialClusterToken
 		} else if d.Kind == localmember.Keep {
 			// Started by an etcdlet that did not record them.
 			initial, clusterState = identity.InitialCluster([]identity.Member{self}), runtime.StateExisting
 		}
-	case localmember.Bootstrap, localmember.Join:
+	case localmember.Bootstrap, localmember.Join, localmember.Found:
 	default:
 		return runtime.Spec{}, false
 	}
-	return runtime.BuildSpec(cfg, self, initial, clusterState), true
+	spec := runtime.BuildSpec(cfg, self, initial, clusterState)
+	if token != "" {
+		spec.Token = token
+	}
+	return spec, true
 }
 
 // rememberList records the list applied in this pass, for status and for a

@@ -163,20 +163,66 @@ func (n *Node) decide(ctx context.Context, s *Snapshot) localmember.Decision {
 	in := localmember.Inputs{
 		Cluster: n.Config.Cluster.Name, Self: s.Self, Desired: s.Desired, InList: contains(s.Desired, s.Self),
 		Running: s.Runtime.Running, Data: s.Data, LocalID: n.localMemberID(s),
-		Pinned: s.Pinned, WasMember: n.state.WasMember, View: s.View,
+		Pinned: s.Pinned, WasMember: n.state.WasMember, View: s.View, Mode: n.Config.BootstrapMode(),
+		Founder: n.Config.Cluster.Founder == s.Self.IP.String(),
+		Founded: n.state.Founded != nil && n.state.Founded.Started,
 	}
 	op, err := n.Store.LoadOperator()
 	if err != nil {
 		n.logOnce("operator", err.Error(), slog.LevelError, "cannot read what the operator told the agent", "error", err)
 	}
-	in.Approved = op.BootstrapApproval != nil && slices.Equal(op.BootstrapApproval.List, addrStrings(s.List))
+	in.Approved = n.approved(op, s.List)
 	in.DataProblem = n.dataProblem(s)
 	in.Flapping = n.flapping(op)
 	if in.InList && !in.Running && !in.Data.HasData() && !s.View.Reached && !s.View.Established && !s.View.Ambiguous() {
-		s.Consent = n.askConsent(ctx, s, in.Approved)
+		switch {
+		case in.Mode == config.BootstrapNever:
+		case in.Approved || (in.Mode == config.BootstrapExplicit && in.Founder && !in.WasMember && !in.Founded):
+			s.Consent = n.askFounding(ctx, s, in.Approved)
+		case in.Mode == config.BootstrapConsent:
+			s.Consent = n.askConsent(ctx, s)
+		}
 		in.Consent = s.Consent
 	}
-	return localmember.Decide(in)
+	d := localmember.Decide(in)
+	if d.Kind == localmember.Found {
+		d.Token = n.foundingToken()
+	}
+	return d
+}
+
+// approved reports whether the operator approved a bootstrap of list on
+// this node (etcdlet bootstrap --approve), and neither a founding of this
+// node nor its joining a cluster since used that approval up: an approval
+// founds one cluster, never a second one after the data is lost (two
+// approvals given at once: one node founds, the other joins, and its
+// approval must not found later).
+func (n *Node) approved(op state.Operator, list []netip.Addr) bool {
+	a := op.BootstrapApproval
+	return a != nil && slices.Equal(a.List, addrStrings(list)) && !n.state.Founded.Spent(a.At) && a.At.After(n.state.MemberSince)
+}
+
+// foundingToken is the initial-cluster-token of a cluster this node
+// founds: cluster.token and the time, so that a cluster founded again is
+// another cluster, with its own member and cluster IDs, which the members
+// of the one before never take for theirs. A founding that was recorded
+// but never started is completed with its own token.
+func (n *Node) foundingToken() string {
+	if f := n.state.Founded; f != nil && !f.Started && f.Token != "" {
+		return f.Token
+	}
+	return n.Config.BootstrapToken() + "-founded-" + n.Now().UTC().Format("20060102T150405Z")
+}
+
+// askFounding asks every other listed node, in parallel, for its answer
+// (changing nothing there), and whether any of them stands against this
+// node founding a cluster (consent.EvaluateFounding).
+func (n *Node) askFounding(ctx context.Context, s *Snapshot, approved bool) consent.Verdict {
+	self := n.ownAnswer(*s)
+	self.Approved = approved
+	ctx, cancel := context.WithTimeout(ctx, n.Config.Agent.CallTimeout)
+	defer cancel()
+	return consent.EvaluateFounding(self, n.askAll(ctx, s.Self.IP, s.List, false, nil))
 }
 
 // dataProblem says why the data dir may not be used: its identity and
@@ -244,9 +290,8 @@ func (n *Node) flapping(op state.Operator) string {
 // must hold no data and have started no bootstrap (hosts see a list
 // change at different times, and such a node may be bootstrapping the
 // list it still reads).
-func (n *Node) askConsent(ctx context.Context, s *Snapshot, approved bool) consent.Verdict {
+func (n *Node) askConsent(ctx context.Context, s *Snapshot) consent.Verdict {
 	self := n.ownAnswer(*s)
-	self.Approved = approved
 	ctx, cancel := context.WithTimeout(ctx, n.Config.Agent.CallTimeout)
 	defer cancel()
 	asked := n.askAll(ctx, s.Self.IP, s.List, true, self.List)
@@ -268,7 +313,7 @@ func (n *Node) askConsent(ctx context.Context, s *Snapshot, approved bool) conse
 			v.Refusing = append(v.Refusing, fmt.Sprintf("%s (of an earlier list; %s)", a.Node, why))
 		}
 	}
-	v.Granted = v.Granted && len(v.Refusing) == 0 && (len(v.Silent) == 0 || self.Approved)
+	v.Granted = v.Granted && len(v.Refusing) == 0 && len(v.Silent) == 0
 	return v
 }
 
@@ -285,7 +330,8 @@ func startedNothing(a consent.Asked) string {
 	switch {
 	case a.Err != nil:
 		return a.Err.Error()
-	case a.Answer.Phase == consent.Fresh || a.Answer.Phase == consent.NotListed || a.Answer.Phase == consent.Promised:
+	case a.Answer.Phase == consent.Fresh || a.Answer.Phase == consent.NotListed || a.Answer.Phase == consent.Promised ||
+		a.Answer.Phase == consent.Explicit:
 		return ""
 	default:
 		return string(a.Answer.Phase) + ": " + a.Answer.Detail
@@ -339,13 +385,14 @@ func (n *Node) OwnAnswer(s Snapshot) consent.Answer { return n.ownAnswer(s) }
 
 func (n *Node) ownAnswer(s Snapshot) consent.Answer {
 	a := consent.Answer{Cluster: n.Config.Cluster.Name, Token: n.Config.BootstrapToken(), Node: s.Self.IP.String(),
-		List: addrStrings(s.List), Phase: consent.Starting}
+		List: addrStrings(s.List), Phase: consent.Starting, Founder: n.Config.Cluster.Founder}
 	if !s.ListOK || !s.Self.IP.IsValid() {
 		return a
 	}
 	op, _ := n.Store.LoadOperator()
-	a.Approved = op.BootstrapApproval != nil && slices.Equal(op.BootstrapApproval.List, a.List)
+	a.Approved = n.approved(op, s.List)
 	b := n.state.Bootstrap
+	f := n.state.Founded
 	bootstrapping := b != nil && slices.Equal(b.List, a.List) && b.Token == a.Token && !n.state.WasMember
 	if s.Pinned != 0 {
 		a.ClusterID = membership.IDString(s.Pinned)
@@ -360,10 +407,19 @@ func (n *Node) ownAnswer(s Snapshot) consent.Answer {
 		}
 	case s.Runtime.Running:
 		a.Phase, a.Detail = consent.HasData, "its member runs"
+	case f != nil && (!f.Started || n.state.ClusterID == ""):
+		// The mark other founders look for before they start: of two acts
+		// at once, at least one sees the other's (markFounding). It stands
+		// until the founded member is seen in its cluster (noteMembership
+		// pins it): between the start and that, the data dir may not show
+		// a write-ahead log yet, and the spent approval no longer does.
+		a.Phase, a.Detail = consent.Founding, "it founds a one-member cluster on "+f.Via+" (decided at "+f.At.UTC().Format(time.RFC3339)+")"
 	case n.state.WasMember && !a.Approved:
 		a.Phase, a.Detail = consent.Member, "it was a member of cluster "+n.state.ClusterID
 	case !contains(n.scheme.ForAll(s.List), s.Self):
 		a.Phase = consent.NotListed
+	case n.Config.BootstrapMode() != config.BootstrapConsent:
+		a.Phase, a.Detail = consent.Explicit, "no data, never a member; it forms a cluster only on an operator's act (cluster.bootstrap "+n.Config.BootstrapMode()+")"
 	default:
 		a.Phase = consent.Fresh
 		if n.state.WasMember {

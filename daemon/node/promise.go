@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/state"
@@ -23,6 +24,17 @@ func (n *Node) Promise(list []string) consent.Answer {
 	if a.Phase != consent.Fresh && a.Phase != consent.NotListed {
 		return a // it does not consent; Consents tells the asker why
 	}
+	if mode := n.Config.BootstrapMode(); mode != config.BootstrapConsent {
+		// It never bootstraps by consent, so it promises nothing: its answer
+		// is no consent to the asker, and no promise binds it.
+		a.Phase, a.Detail = consent.Explicit, "it forms a cluster only on an operator's act (cluster.bootstrap "+mode+"); it gives no bootstrap promise"
+		return a
+	}
+	if a.Approved {
+		// It founds a cluster of its own on the operator's approval; a
+		// bootstrap of the list beside it would be a second cluster.
+		return a
+	}
 	// A node that holds no data promises even when its own list differs
 	// (hosts see a list change at different times): it then starts no
 	// bootstrap of its own list until this one is known abandoned.
@@ -31,7 +43,7 @@ func (n *Node) Promise(list []string) consent.Answer {
 	case err != nil:
 		a.Phase, a.Detail = consent.Starting, "cannot read its bootstrap promise: "+err.Error()
 		return a
-	case p != nil && !slices.Equal(p.List, list) && !a.Approved:
+	case p != nil && !slices.Equal(p.List, list):
 		return promised(a, p)
 	case p == nil || !slices.Equal(p.List, list):
 		if err := n.Store.SavePromise(&state.Promise{List: slices.Clone(list), At: n.Now().UTC()}); err != nil {
@@ -53,10 +65,12 @@ func promised(a consent.Answer, p *state.Promise) consent.Answer {
 }
 
 // promiseStands adjusts this node's own answer for its promise: a promise
-// for another list makes it refuse (unless the operator approved the
-// current list here), and so does a promise it cannot read.
+// for another list makes it refuse, and so does a promise it cannot read.
+// An approval does not outweigh it: the bootstrap this node agreed to may
+// have formed a cluster that waits for it, and founding another beside it
+// would split the nodes in two.
 func (n *Node) promiseStands(a consent.Answer) consent.Answer {
-	if a.Phase != consent.Fresh {
+	if a.Phase != consent.Fresh && a.Phase != consent.Explicit {
 		return a
 	}
 	p, err := n.Store.LoadPromise()
@@ -69,7 +83,7 @@ func (n *Node) promiseStands(a consent.Answer) consent.Answer {
 	case p == nil:
 		return a
 	}
-	if !slices.Equal(p.List, a.List) && !a.Approved {
+	if !slices.Equal(p.List, a.List) {
 		return promised(a, p)
 	}
 	a.Promised = p.List

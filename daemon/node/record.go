@@ -32,6 +32,13 @@ func (n *Node) record(s Snapshot) {
 		}
 	}
 	n.noteMembership(s)
+	if f := n.state.Founded; f != nil && !f.Started && s.Decision.Kind != localmember.Found && !s.Data.HasData() && !s.Runtime.Running {
+		// A founding marked but never started (the agent died between the
+		// mark and the start) and no longer decided: nothing of it ran, and
+		// its mark would keep other nodes from founding.
+		n.Log.Info("a founding that never started is dropped", "decidedAt", f.At, "decision", string(s.Decision.Kind))
+		n.state.Founded = nil
+	}
 	n.rememberList(s)
 	n.recordView(s)
 	n.recordDecision(s)

@@ -181,7 +181,8 @@ func Rejoin(cfg *config.Config, now time.Time) (moved string, err error) {
 	}
 	// Keep the list and the address; forget the member and cluster, and
 	// that this node was a member: a node that was a member never
-	// bootstraps, and it must not pin the old cluster either.
-	st = state.State{LastAppliedList: st.LastAppliedList, SelfAddress: st.SelfAddress}
+	// bootstraps, and it must not pin the old cluster either. Keep a
+	// founding: cluster.founder, and the approval it used, found once.
+	st = state.State{LastAppliedList: st.LastAppliedList, SelfAddress: st.SelfAddress, Founded: st.Founded}
 	return moved, store.Save(st)
 }

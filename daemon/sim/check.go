@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/localmember"
 )
 
 // checkAfterPass checks the invariants that an agent's pass must keep.
@@ -32,7 +35,76 @@ func (s *scheduler) checkAfterPass(h *host, before map[*cluster]bool, crashedMid
 		w.fail("an agent bootstrapped a new cluster beside the running one")
 	case w.adds > 1:
 		w.fail("the agents bootstrapped %d clusters", w.adds)
+	case s.mode == config.BootstrapNever && w.adds > 0:
+		w.fail("an agent bootstrapped a cluster, though no node may (cluster.bootstrap never)")
 	}
+	if s.mode != config.BootstrapExplicit {
+		return
+	}
+	for _, c := range w.clusters {
+		if c.bootstrapped && !slices.Contains(s.actors, c.by) {
+			w.fail("%s formed cluster %d without an operator's act there", c.by.name(), c.inst)
+		}
+		if c.bootstrapped && c.formedWith != 1 {
+			w.fail("cluster %d was founded with %d members; a founder forms it alone", c.inst, c.formedWith)
+		}
+	}
+}
+
+// actIfNoCluster is the operator's act of explicit mode once the faults
+// stopped, when none formed a cluster yet: first every listed host must
+// wait for that act and say so, then the operator approves on one of them
+// (unless cluster.founder names a listed host: its configuration is the
+// act).
+func (s *scheduler) actIfNoCluster() {
+	w := s.w
+	if s.mode != config.BootstrapExplicit || s.existing || w.adds > 0 {
+		return
+	}
+	for _, i := range w.rng.Perm(len(w.hosts)) {
+		s.pass(w.hosts[i])
+	}
+	if w.adds > 0 || len(w.failures) > 0 {
+		return // the founder's act took effect on that pass
+	}
+	founderListed := s.founder != nil && slices.Contains(s.current(), s.founder.ip)
+	for _, h := range w.hosts {
+		if !slices.Contains(s.current(), h.ip) || (founderListed && h == s.founder) || h.store.operator.BootstrapApproval != nil {
+			continue
+		}
+		if d := h.agent.Last().Decision; d.Kind != localmember.Wait || d.Refusal != localmember.RefuseNotApproved ||
+			!strings.Contains(d.Reason, "etcdlet bootstrap --approve") {
+			w.fail("%s waits for no operator's act, or does not say so: decision %s (%s), refusal %q", h.name(), d.Kind, d.Reason, d.Refusal)
+		}
+	}
+	if !founderListed {
+		s.approve()
+	}
+}
+
+// neverForms plays rounds with every fault stopped, every agent up and
+// every host reading the list, in a schedule whose nodes never bootstrap
+// (cluster.bootstrap never, as with members.source etcd-resource): no
+// cluster may form, and every listed host must say that it waits for one.
+func (s *scheduler) neverForms() {
+	w := s.w
+	s.stopFaults()
+	for round := 0; round < 20 && len(w.failures) == 0; round++ {
+		w.now = w.now.Add(time.Second)
+		w.settle()
+		for _, i := range w.rng.Perm(len(w.hosts)) {
+			s.pass(w.hosts[i])
+		}
+	}
+	for _, h := range w.hosts {
+		if !slices.Contains(s.current(), h.ip) {
+			continue
+		}
+		if d := h.agent.Last().Decision; d.Refusal != localmember.RefuseNeverBootstrap {
+			w.fail("%s, never to bootstrap, decides %s (%s), refusal %q", h.name(), d.Kind, d.Reason, d.Refusal)
+		}
+	}
+	w.note("no cluster formed in 20 rounds without faults, as none may")
 }
 
 // converge stops the faults (every host reachable and running its agent,
@@ -41,23 +113,8 @@ func (s *scheduler) checkAfterPass(h *host, before map[*cluster]bool, crashedMid
 // membership is the list, or fails at the bound.
 func (s *scheduler) converge() {
 	w := s.w
-	w.armed = faults{}
-	w.note("the faults stop; the list is %v", s.current())
-	for _, h := range w.hosts {
-		h.isolated = false
-		h.list = slices.Clone(s.current())
-		if h.proc != nil && h.proc.c.foreign {
-			h.proc = nil
-		}
-	}
-	for _, c := range w.clusters {
-		c.alarms = nil
-	}
-	for _, h := range w.hosts {
-		if h.agent == nil {
-			s.startAgent(h)
-		}
-	}
+	s.stopFaults()
+	s.actIfNoCluster()
 	for round := 1; round <= s.opts.Rounds; round++ {
 		w.now = w.now.Add(time.Second)
 		for _, h := range w.hosts {
@@ -81,6 +138,29 @@ func (s *scheduler) converge() {
 		}
 	}
 	w.fail("no convergence within %d rounds after the faults stopped: %s; %s", s.opts.Rounds, s.unconverged(), s.describe())
+}
+
+// stopFaults ends the faults: every host reachable and running its agent,
+// every host reading the final list, no foreign cluster, no alarm.
+func (s *scheduler) stopFaults() {
+	w := s.w
+	w.armed = faults{}
+	w.note("the faults stop; the list is %v", s.current())
+	for _, h := range w.hosts {
+		h.isolated = false
+		h.list = slices.Clone(s.current())
+		if h.proc != nil && h.proc.c.foreign {
+			h.proc = nil
+		}
+	}
+	for _, c := range w.clusters {
+		c.alarms = nil
+	}
+	for _, h := range w.hosts {
+		if h.agent == nil {
+			s.startAgent(h)
+		}
+	}
 }
 
 // unconverged says why the cluster is not the list yet ("" when it is):

@@ -4,6 +4,8 @@ import (
 	"net/netip"
 	"slices"
 	"time"
+
+	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
 // step plays one event: mostly an agent's pass, sometimes a change of
@@ -12,6 +14,11 @@ func (s *scheduler) step() {
 	w := s.w
 	w.now = w.now.Add(time.Duration(w.rng.IntN(1500)) * time.Millisecond)
 	w.settle()
+	if len(s.actors) > 0 && w.rng.IntN(100) < 3 {
+		s.event("founder's disk lost")
+		s.loseFounderDisk()
+		return
+	}
 	switch r := w.rng.IntN(100); {
 	case r < 62:
 		s.event("pass")
@@ -141,14 +148,23 @@ func (s *scheduler) listArrives() {
 }
 
 // keepsAVoter: the list names a voter of the schedule's cluster (any list
-// does while there is none yet).
+// does while there is none yet) whose data is still on its host: a voter
+// whose disk was lost is removed as stale, and a list that names only it
+// would orphan the cluster.
 func (s *scheduler) keepsAVoter(list []netip.Addr) bool {
 	c := s.mainCluster()
+	if c == nil && len(s.actors) > 0 {
+		// An operator's act is pending (explicit mode): the host it was
+		// made on founds the cluster, perhaps from a list it still reads,
+		// and is its first voter.
+		return slices.ContainsFunc(s.actors, func(h *host) bool { return slices.Contains(list, h.ip) })
+	}
 	if c == nil || len(c.voters()) == 0 {
 		return true
 	}
 	for _, m := range c.voters() {
-		if slices.Contains(list, hostOfURL(m.peerURL)) {
+		h := s.w.hostOf(hostOfURL(m.peerURL))
+		if slices.Contains(list, hostOfURL(m.peerURL)) && h != nil && h.data.wal != nil && h.data.wal.c == c && h.data.wal.memberID == m.id {
 			return true
 		}
 	}
@@ -233,4 +249,53 @@ func sharesAny(a, b []netip.Addr) bool {
 		}
 	}
 	return false
+}
+
+// loseFounderDisk destroys the data dir of a host the operator's act was
+// made on (explicit mode), while its cluster keeps the data of a quorum of
+// voters elsewhere: the host must rejoin that cluster, and never found a
+// second one, neither on cluster.founder nor on the approval it used.
+// Half the time the state dir is lost with it (a replaced disk): the host
+// is then fresh, and only the other nodes' answers keep it from founding.
+func (s *scheduler) loseFounderDisk() {
+	w := s.w
+	h := s.actors[w.rng.IntN(len(s.actors))]
+	c := s.mainCluster()
+	if c == nil || h.data.wal == nil || h.data.wal.c != c {
+		return
+	}
+	voters, kept := c.voters(), 0
+	for _, m := range voters {
+		for _, o := range w.hosts {
+			if o != h && o.data.wal != nil && o.data.wal.c == c && o.data.wal.memberID == m.id {
+				kept++
+			}
+		}
+	}
+	if kept < len(voters)/2+1 {
+		return // the cluster would be lost for good, which no agent recovers
+	}
+	// Nor may the lists name no voter but this one: lists keep a voter of
+	// the cluster (keepsAVoter), and one whose disk is lost is none. Such a
+	// list, with the state lost too, leaves the host fresh among fresh
+	// nodes, with cluster.founder telling it to found: the limit that
+	// docs/membership.md states (remove cluster.founder once it did its
+	// work).
+	for _, o := range w.hosts {
+		if !slices.ContainsFunc(voters, func(m *member) bool {
+			v := s.w.hostOf(hostOfURL(m.peerURL))
+			return v != nil && v != h && slices.Contains(o.list, v.ip) && v.data.wal != nil && v.data.wal.c == c && v.data.wal.memberID == m.id
+		}) {
+			return
+		}
+	}
+	s.crashAgent(h, "its disk failed")
+	h.stop(false, "its disk failed")
+	h.data.wal, h.data.backendOnly, h.data.moved = nil, false, nil
+	what := "data dir"
+	if w.rng.IntN(2) == 0 {
+		h.store.st, h.store.promise, h.store.operator = state.State{}, nil, state.Operator{}
+		what = "data dir and state dir"
+	}
+	w.note("%s: its disk is lost: the %s are gone", h.name(), what)
 }

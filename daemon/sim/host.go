@@ -144,7 +144,7 @@ func (w *world) bootstrapTarget(h *host, spec runtime.Spec) (*cluster, uint64) {
 		}
 	}
 	w.note("a bootstrap of [%s] forms a new cluster", spec.InitialCluster)
-	c := w.bootstrapCluster(spec.InitialCluster, spec.Token)
+	c := w.bootstrapCluster(h, spec.InitialCluster, spec.Token)
 	return c, c.memberWithPeerURL(spec.AdvertisePeerURL).id
 }
 

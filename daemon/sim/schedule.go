@@ -81,9 +81,16 @@ func Run(seed uint64, opts Options) (res Result) {
 	}
 	s.setUp()
 	for step := 0; step < opts.Steps && len(w.failures) == 0; step++ {
+		if s.mode == config.BootstrapExplicit && !s.existing && s.founder == nil && step == s.approveAt && w.adds == 0 {
+			s.approve()
+		}
 		s.step()
 	}
-	if len(w.failures) == 0 {
+	switch {
+	case len(w.failures) > 0:
+	case s.mode == config.BootstrapNever && !s.existing:
+		s.neverForms()
+	default:
 		s.converge()
 	}
 	return res
@@ -99,6 +106,15 @@ type scheduler struct {
 	existing bool
 	main     *cluster // the cluster the schedule is about
 	lists    [][]netip.Addr
+	// mode is every host's cluster.bootstrap. In explicit mode a cluster
+	// forms only on an operator's act: founder is the host cluster.founder
+	// names (the act is the configuration), or the operator approves on
+	// one listed host at step approveAt; actors are the hosts an act was
+	// made on.
+	mode      string
+	founder   *host
+	approveAt int
+	actors    []*host
 }
 
 // setUp creates 3 to 5 hosts and either a list of fresh nodes or a
@@ -122,13 +138,65 @@ func (s *scheduler) setUp() {
 	if s.existing {
 		s.formCluster(w.hosts[:k], list)
 	}
+	// Fresh nodes: half the schedules form their cluster by consent, most
+	// of the others on an operator's act, a few never (members.source
+	// etcd-resource); a running cluster converges in every mode.
+	switch r := w.rng.IntN(10); {
+	case r < 5:
+		s.mode = config.BootstrapConsent
+	case r < 9:
+		s.mode = config.BootstrapExplicit
+	default:
+		s.mode = config.BootstrapNever
+	}
+	if s.mode == config.BootstrapExplicit && !s.existing {
+		if w.rng.IntN(2) == 0 {
+			s.founder = w.hosts[w.rng.IntN(k)]
+			s.actors = append(s.actors, s.founder)
+		} else {
+			s.approveAt = w.rng.IntN(s.opts.Steps + 1)
+		}
+	}
 	s.setList(list)
 	for _, h := range w.hosts {
 		if w.rng.IntN(4) > 0 || slices.Contains(list, h.ip) {
 			s.startAgent(h)
 		}
 	}
-	w.note("set up: %d hosts, list %v, %s, strict reconfiguration %v", n, list, map[bool]string{true: "a running cluster", false: "fresh nodes"}[s.existing], w.strict)
+	act := ""
+	switch {
+	case s.founder != nil:
+		act = fmt.Sprintf(", cluster.founder %s", s.founder.ip)
+	case s.mode == config.BootstrapExplicit && !s.existing:
+		act = fmt.Sprintf(", the operator approves at step %d", s.approveAt)
+	}
+	w.note("set up: %d hosts, list %v, %s, bootstrap %s%s, strict reconfiguration %v", n, list,
+		map[bool]string{true: "a running cluster", false: "fresh nodes"}[s.existing], s.mode, act, w.strict)
+}
+
+// approve is the operator's act of explicit mode, on a listed host whose
+// agent runs and that holds no data, while no cluster exists (what
+// `etcdlet bootstrap --approve` checks): the approval of the list in
+// force there. A host that holds an older approval and is listed gets the
+// new one (the operator approves where the approval was before); any
+// other approval stays behind, stale, as the operator left it.
+func (s *scheduler) approve() {
+	w := s.w
+	var pick *host
+	for _, h := range w.hosts {
+		if slices.Contains(s.current(), h.ip) && h.agent != nil && h.data.wal == nil && (pick == nil || h.store.operator.BootstrapApproval != nil) {
+			pick = h
+		}
+	}
+	if pick == nil {
+		return
+	}
+	s.event("operator approves")
+	pick.store.operator.BootstrapApproval = &state.Approval{List: slices.Sorted(slices.Values(identity.AddrStrings(pick.list))), At: w.now}
+	if !slices.Contains(s.actors, pick) {
+		s.actors = append(s.actors, pick)
+	}
+	w.note("%s: the operator approves a new cluster of %v there (etcdlet bootstrap --approve)", pick.name(), pick.list)
 }
 
 // formCluster starts a running cluster on hosts, as earlier agents left
@@ -183,12 +251,16 @@ func (s *scheduler) config(h *host) *config.Config {
 	for _, ip := range s.current() {
 		addrs = append(addrs, ip.String())
 	}
-	text := fmt.Sprintf(`cluster: {name: etcd-main}
+	founder := ""
+	if s.founder != nil {
+		founder = ", founder: " + s.founder.ip.String()
+	}
+	text := fmt.Sprintf(`cluster: {name: etcd-main, bootstrap: %s%s}
 members: {source: static, addresses: [%s]}
 node: {address: %s}
 etcd: {runtime: %s}
 agent: {learnerTimeout: 30s}
-`, strings.Join(addrs, ", "), h.ip, runtime)
+`, s.mode, founder, strings.Join(addrs, ", "), h.ip, runtime)
 	cfg, err := config.Parse([]byte(text))
 	if err != nil {
 		panic(fmt.Sprintf("sim config: %v\n%s", err, text))

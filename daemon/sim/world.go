@@ -106,6 +106,8 @@ type cluster struct {
 	rev          int64                 // revision of the last Board write
 	foreign      bool                  // put there by the simulator, no agent's
 	bootstrapped bool                  // formed by an agent's bootstrap
+	by           *host                 // the host whose agent formed it (bootstrapped)
+	formedWith   int                   // how many members it was formed with (bootstrapped)
 	key          string
 	index        uint64 // raft index, for Status
 }
@@ -281,8 +283,8 @@ func hashID(parts ...string) uint64 {
 }
 
 // bootstrapCluster forms a new raft group from an initial cluster string.
-func (w *world) bootstrapCluster(initial, token string) *cluster {
-	c := &cluster{inst: len(w.clusters), key: bootstrapKey(initial, token), bootstrapped: true}
+func (w *world) bootstrapCluster(by *host, initial, token string) *cluster {
+	c := &cluster{inst: len(w.clusters), key: bootstrapKey(initial, token), bootstrapped: true, by: by}
 	var ids []string
 	for _, entry := range strings.Split(initial, ",") {
 		name, url, _ := strings.Cut(entry, "=")
@@ -292,6 +294,7 @@ func (w *world) bootstrapCluster(initial, token string) *cluster {
 	}
 	slices.Sort(ids)
 	c.id = hashID(append(ids, token)...)
+	c.formedWith = len(c.members)
 	w.clusters = append(w.clusters, c)
 	w.adds++
 	return c

@@ -43,13 +43,27 @@ type State struct {
 	// started with. They are rendered again for a running member so that
 	// its static-pod manifest stays byte-identical (a changed manifest
 	// restarts etcd); etcd ignores them once it has a WAL anyway.
-	InitialCluster      string      `json:"initialCluster,omitempty"`
-	InitialClusterState string      `json:"initialClusterState,omitempty"`
-	Tombstones          []Tombstone `json:"tombstones,omitempty"`
+	InitialCluster      string `json:"initialCluster,omitempty"`
+	InitialClusterState string `json:"initialClusterState,omitempty"`
+	// InitialClusterToken is the token the local member was started with,
+	// rendered again like InitialCluster; empty: cluster.token. A founded
+	// cluster's token is its own (Founding.Token).
+	InitialClusterToken string `json:"initialClusterToken,omitempty"`
+	// MemberSince is when this node was last seen to become a member of a
+	// cluster (WasMember, ClusterID): an operator's approval given before
+	// it is used up.
+	MemberSince time.Time   `json:"memberSince,omitzero"`
+	Tombstones  []Tombstone `json:"tombstones,omitempty"`
 	// Bootstrap is set from the moment this node starts a bootstrap until
 	// it is a member of the cluster it formed: its answer to the other
 	// listed nodes is then "bootstrapping this list", not "has data".
 	Bootstrap *Bootstrap `json:"bootstrap,omitempty"`
+	// Founded records that this node founded a cluster on an operator's
+	// act (cluster.bootstrap explicit). It is never cleared: a node that
+	// founded a cluster never founds another on that act, whatever happens
+	// to its data; only a later approval (etcdlet bootstrap --approve) can
+	// make it found again.
+	Founded *Founding `json:"founded,omitempty"`
 	// Seen are the other addresses of every list that named this node
 	// while it had never been a member: lists change, and hosts see a
 	// change at different times, so a node that may bootstrap asks them
@@ -79,6 +93,37 @@ type Bootstrap struct {
 	Token          string    `json:"token"`
 	Started        time.Time `json:"started"`
 }
+
+// Founding records a founding of a one-member cluster by this node.
+type Founding struct {
+	// At is when the founding was decided: an approval given at or before
+	// it is spent.
+	At time.Time `json:"at"`
+	// Via is the operator's act: "approval" (etcdlet bootstrap --approve)
+	// or "cluster.founder".
+	Via string `json:"via"`
+	// Token is the new cluster's initial-cluster-token: cluster.token and
+	// the time, so that a cluster founded again is another cluster (new
+	// member and cluster IDs), never mistaken for the one before.
+	Token string   `json:"token"`
+	List  []string `json:"list"`
+	// Started: the runtime took the founding member's spec, so the member
+	// may have run. Until then (a crash in between) the founding can be
+	// completed with the same token: no member of it ever ran.
+	Started bool `json:"started,omitempty"`
+}
+
+// Founding acts (Founding.Via).
+const (
+	ViaApproval = "approval"
+	ViaFounder  = "cluster.founder"
+)
+
+// Spent reports whether an approval given at at was used up by this
+// founding: the founding may have run, and the approval is not younger.
+// A clock set back makes a new approval look spent: the safe direction
+// (approve again once the clock is right).
+func (f *Founding) Spent(at time.Time) bool { return f != nil && f.Started && !at.After(f.At) }
 
 // PromiseFile holds this node's bootstrap promise.
 const PromiseFile = "bootstrap-promise.json"
@@ -171,6 +216,11 @@ func (s State) Clone() State {
 	if s.Posted != nil {
 		p := *s.Posted
 		c.Posted = &p
+	}
+	if s.Founded != nil {
+		f := *s.Founded
+		f.List = slices.Clone(f.List)
+		c.Founded = &f
 	}
 	return c
 }

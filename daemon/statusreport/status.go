@@ -105,6 +105,9 @@ type Local struct {
 	Node     string `json:"node"`
 	Decision string `json:"decision"`
 	Reason   string `json:"reason,omitempty"`
+	// Refusal names the safety rule behind the decision, if any
+	// (etcdlet_refusals_total's reason), e.g. bootstrap-not-approved.
+	Refusal string `json:"refusal,omitempty"`
 }
 
 // Plan is what the agent would do next.
@@ -153,7 +156,7 @@ func FromSnapshot(cluster string, s node.Snapshot) Report {
 		}
 	}
 	if s.Decision.Kind != "" {
-		r.Local = &Local{Node: s.Self.Name, Decision: string(s.Decision.Kind), Reason: s.Decision.Reason}
+		r.Local = &Local{Node: s.Self.Name, Decision: string(s.Decision.Kind), Reason: s.Decision.Reason, Refusal: string(s.Decision.Refusal)}
 	}
 	return r
 }

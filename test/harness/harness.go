@@ -114,6 +114,14 @@ type Options struct {
 	// some of them, so that a list change can reach the hosts one after
 	// another.
 	OwnLists bool
+	// Bootstrap is cluster.bootstrap. Empty: consent, for the fresh agents
+	// of most tests form their cluster by themselves; "explicit" (etcdlet's
+	// own default) makes a new cluster wait for an operator's act. With
+	// members.source etcd-resource it is left out (never).
+	Bootstrap string
+	// Founder, when non-zero, names agent Founder's address in
+	// cluster.founder (with Bootstrap "explicit").
+	Founder int
 }
 
 // Cluster is a set of agents sharing a members file.
@@ -309,6 +317,16 @@ func (c *Cluster) WriteConfig(n int) {
 	fmt.Fprintf(&b, "cluster:\n  name: etcd-main\n")
 	if c.Opts.Replicas > 0 {
 		fmt.Fprintf(&b, "  replicas: %d\n", c.Opts.Replicas)
+	}
+	switch {
+	case strings.Contains(c.Opts.Members, "etcd-resource"):
+	case c.Opts.Bootstrap == "":
+		b.WriteString("  bootstrap: consent\n")
+	default:
+		fmt.Fprintf(&b, "  bootstrap: %s\n", c.Opts.Bootstrap)
+	}
+	if c.Opts.Founder > 0 {
+		fmt.Fprintf(&b, "  founder: %s\n", c.IP(c.Opts.Founder))
 	}
 	if c.Opts.Members != "" {
 		b.WriteString(c.Opts.Members)
