@@ -12,8 +12,8 @@ import (
 
 // The metrics an operator alerts on move with a real membership change,
 // scraped from the agents' /metrics: a node listed before its agent runs
-// is added as a learner (and stays one: the writer's attempts to promote
-// it count as etcd call errors to retry), is promoted once its agent
+// is added as a learner (and stays one: the writer waits to promote it,
+// LearnerNotStarted, and tries no promote that must fail), is promoted once its agent
 // starts it, and a node taken off the list is removed. The list, member
 // and learner gauges follow, the time of the last successful pass
 // advances, and every node ends ready: the members as healthy voters, the
@@ -36,10 +36,13 @@ func TestMetricsDuringMembershipChange(t *testing.T) {
 	c.WriteMembers(1, 2, 3, 4)
 	waitMetric(t, a, "etcdlet_desired_members", "4", equals(4))
 	waitSum(t, c, seq(1, 3), `etcdlet_membership_changes_total{action="add-learner",outcome="done"}`, 1)
-	// The writer tries to promote the learner it added at once; etcd
-	// refuses while it has not started, an error classified as retry.
-	waitSum(t, c, seq(1, 3), `etcdlet_etcd_call_errors_total{op="promote",outcome="retry"}`, 1)
+	// The writer waits to promote the learner it added until its server
+	// runs (a promote before that can only fail), and says why.
+	waitSum(t, c, seq(1, 3), `etcdlet_plan_waiting{reason="LearnerNotStarted"}`, 1)
 	waitMetric(t, a, `etcdlet_members{role="learner"}`, "1", equals(1))
+	if n := sum(t, c, seq(1, 3), `etcdlet_etcd_call_errors_total{op="promote",outcome="retry"}`); n != 0 {
+		t.Errorf("the writers tried %v promotes of a learner whose server does not run; want none", n)
+	}
 	c.Start(4)
 	c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
 	waitSum(t, c, seq(1, 4), `etcdlet_membership_changes_total{action="promote",outcome="done"}`, 1)
@@ -106,17 +109,35 @@ func waitReadyz(t *testing.T, a *harness.Agent, code int, want string) {
 func waitSum(t *testing.T, c *harness.Cluster, agents []int, name string, min float64) {
 	t.Helper()
 	harness.Eventually(t, 30*time.Second, fmt.Sprintf("%s summed over agents %v >= %v", name, agents, min), func() error {
-		sum := 0.0
-		for _, n := range agents {
-			if v, err := c.Agent(n).Metric(name); err == nil {
-				sum += v
-			} else if !strings.Contains(err.Error(), "not found") {
-				return err
-			}
+		sum, err := sumMetric(c, agents, name)
+		if err != nil {
+			return err
 		}
 		if sum < min {
 			return errorf("%s sums to %v", name, sum)
 		}
 		return nil
 	})
+}
+
+// sum is a metric summed over agents, a series no agent has yet as 0.
+func sum(t *testing.T, c *harness.Cluster, agents []int, name string) float64 {
+	t.Helper()
+	v, err := sumMetric(c, agents, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
+
+func sumMetric(c *harness.Cluster, agents []int, name string) (float64, error) {
+	sum := 0.0
+	for _, n := range agents {
+		if v, err := c.Agent(n).Metric(name); err == nil {
+			sum += v
+		} else if !strings.Contains(err.Error(), "not found") {
+			return 0, err
+		}
+	}
+	return sum, nil
 }

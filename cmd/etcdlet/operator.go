@@ -105,7 +105,8 @@ exists.`,
 			case !slices.ContainsFunc(snap.Desired, func(d identity.Member) bool { return d.IP == snap.Self.IP }):
 				return fmt.Errorf("not approved: this node's address %s is not in the member list [%s]; approve on a listed node", snap.Self.IP, strings.Join(own.List, " "))
 			}
-			own.Approved = true
+			// The approval given now comes after any that stands elsewhere.
+			own.Approved, own.ApprovedAt = true, time.Now().UTC()
 			if v := consent.EvaluateFounding(own, asked); len(v.Refusing) > 0 {
 				return fmt.Errorf("not approved: %s", v.Reason())
 			}

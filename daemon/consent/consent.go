@@ -17,6 +17,7 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 )
 
 // Phase is where a node stands with respect to bootstrapping.
@@ -66,6 +67,9 @@ type Answer struct {
 	// that node (etcdlet bootstrap --approve): it founds one, and gives
 	// consent to no bootstrap beside it.
 	Approved bool `json:"approved,omitempty"`
+	// ApprovedAt is when that approval was given: of two approved nodes,
+	// the one approved first founds (EvaluateFounding).
+	ApprovedAt time.Time `json:"approvedAt,omitzero"`
 	// Promised is the list the node agreed to bootstrap, if any.
 	Promised []string `json:"promised,omitempty"`
 	// Founder is the node's cluster.founder, if set.

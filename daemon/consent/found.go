@@ -2,6 +2,7 @@ package consent
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 )
@@ -88,8 +89,8 @@ func FoundingObjection(self Answer, a Asked) (silent bool, why string) {
 			detail += ": " + ans.Detail
 		}
 		return false, detail
-	case ans.Approved:
-		return false, "the operator approved a founding there too: keep the approval on one node only"
+	case ans.Approved && !approvedFirst(self, ans):
+		return false, "the operator approved a founding there too, not later than here: that node founds, and this one joins it (keep the approval on one node only)"
 	case self.Founder == self.Node && ans.Founder != self.Founder:
 		// Founding on cluster.founder: every host must name this node, or a
 		// half-applied change of the setting could make two founders.
@@ -105,4 +106,21 @@ func orNone(s string) string {
 		return "not set"
 	}
 	return s
+}
+
+// approvedFirst reports whether self's approval goes first of two: two
+// operators who each approved a node, unaware of each other, get one
+// cluster, founded by the node approved first (the lower address on a
+// tie), rather than two nodes that each wait for the other's approval to
+// go. An approval whose time is unknown (an older agent) goes first.
+func approvedFirst(self, other Answer) bool {
+	switch {
+	case !self.Approved || self.ApprovedAt.IsZero() || other.ApprovedAt.IsZero():
+		return false
+	case !self.ApprovedAt.Equal(other.ApprovedAt):
+		return self.ApprovedAt.Before(other.ApprovedAt)
+	}
+	a, errA := netip.ParseAddr(self.Node)
+	b, errB := netip.ParseAddr(other.Node)
+	return errA == nil && errB == nil && a.Less(b)
 }

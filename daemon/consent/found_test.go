@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestEvaluateFounding(t *testing.T) {
@@ -22,6 +23,8 @@ func TestEvaluateFounding(t *testing.T) {
 		return Asked{Node: netip.MustParseAddr(node), Answer: a}
 	}
 	founderIs := func(f string) func(*Answer) { return func(a *Answer) { a.Founder = f } }
+	t0 := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	approvedAt := func(a Answer, at time.Time) Answer { a.ApprovedAt = at; return a }
 	silent := Asked{Node: netip.MustParseAddr("192.0.2.3"), Err: errors.New("connection refused")}
 	refused := Asked{Node: netip.MustParseAddr("192.0.2.3"), Err: &RefusedError{Reason: "a client certificate without an IP SAN"}}
 
@@ -60,6 +63,18 @@ func TestEvaluateFounding(t *testing.T) {
 		{name: "approved on two nodes: keep one", self: approved,
 			asked: []Asked{answer("192.0.2.2", func(a *Answer) { a.Approved = true }), answer("192.0.2.3", nil)},
 			says:  "the operator approved a founding there too"},
+		{name: "approved on two nodes, here first: this node founds, the other joins", self: approvedAt(approved, t0),
+			asked: []Asked{answer("192.0.2.2", func(a *Answer) { a.Approved, a.ApprovedAt = true, t0.Add(time.Second) }), answer("192.0.2.3", nil)},
+			granted: true},
+		{name: "approved on two nodes, there first: that node founds", self: approvedAt(approved, t0.Add(time.Second)),
+			asked: []Asked{answer("192.0.2.2", func(a *Answer) { a.Approved, a.ApprovedAt = true, t0 }), answer("192.0.2.3", nil)},
+			says:  "192.0.2.2 (the operator approved a founding there too, not later than here"},
+		{name: "approved on two nodes at the same instant: the lower address founds", self: approvedAt(approved, t0),
+			asked: []Asked{answer("192.0.2.2", func(a *Answer) { a.Approved, a.ApprovedAt = true, t0 }), answer("192.0.2.3", nil)},
+			granted: true},
+		{name: "approved on two nodes at the same instant: the higher address waits", self: func() Answer { a := approvedAt(approved, t0); a.Node = "192.0.2.3"; return a }(),
+			asked: []Asked{answer("192.0.2.2", func(a *Answer) { a.Approved, a.ApprovedAt = true, t0 }), answer("192.0.2.1", nil)},
+			says:  "192.0.2.2 (the operator approved a founding there too"},
 		{name: "another node is founding: of two acts at once, at least one sees the other's mark", self: approved,
 			asked: []Asked{answer("192.0.2.2", func(a *Answer) { a.Phase = Founding }), answer("192.0.2.3", nil)}, says: "192.0.2.2 (founding"},
 		{name: "a node with data: a cluster may exist", self: approved,

@@ -105,7 +105,8 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 	ctx, cancel := context.WithTimeout(ctx, r.Section)
 	defer cancel()
 	lock, err := r.Locker.TryLock(ctx, voters, view.ClusterID)
-	if etcdclient.RefusesWrites(err) {
+	alarmed := etcdclient.RefusesWrites(err)
+	if alarmed {
 		lock, err = r.leaderLock(view, local, err)
 	}
 	if errors.Is(err, etcdclient.ErrLocked) {
@@ -135,7 +136,12 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 	}
 	fresh.Stale = stale
 	r.age(&fresh.Observation)
-	if fresh.Lists, err = r.agreement(ctx, voters, fresh.ClusterID, lists); err != nil {
+	if alarmed {
+		// No agent can post its list under the alarm: the leading
+		// member's agent acts on its own list alone, as it did before
+		// there was a Board.
+		fresh.Lists = Agreement{}
+	} else if fresh.Lists, err = r.agreement(ctx, voters, fresh.ClusterID, lists); err != nil {
 		return res, fmt.Errorf("read the agents' lists under the writer lock: %w", err)
 	}
 	res.Plan = MakePlan(desired, fresh.Observation)
@@ -144,12 +150,16 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 	}
 	action := *res.Plan.Next
 	res.Acted = &action
-	if err := r.recordRemoval(ctx, voters, fresh, action, fresh.Lists.Own); err != nil {
-		// Without the record, an agent holding an older list could add
-		// the member back: no removal without it.
-		res.Result = etcdclient.Result{Outcome: etcdclient.Retry, Err: err}
-		r.logChange(action, res.Result)
-		return res, nil
+	// Without the record, an agent holding an older list could add the
+	// member back: no removal without it. Under an alarm it cannot be
+	// written, and a removal is often what ends the alarm (a corrupt
+	// member replaced): the leading member's agent, acting alone, goes on.
+	if !alarmed {
+		if err := r.recordRemoval(ctx, voters, fresh, action, fresh.Lists.Own); err != nil {
+			res.Result = etcdclient.Result{Outcome: etcdclient.Retry, Err: err}
+			r.logChange(action, res.Result)
+			return res, nil
+		}
 	}
 	r.checkList = lists.Unchanged
 	defer func() { r.checkList = nil }()

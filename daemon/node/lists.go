@@ -83,9 +83,19 @@ func (n *Node) lists(ctx context.Context, s *Snapshot, acting bool) {
 		a.Own.Since = onBoard.Since
 	}
 	if acting && a.Own.Since == 0 {
-		if err := n.post(ctx, endpoints, v.ClusterID, &own); err != nil {
+		err := n.post(ctx, endpoints, v.ClusterID, &own)
+		switch {
+		case etcdclient.RefusesWrites(err):
+			// An alarm (NOSPACE, CORRUPT): no agent can post, and only the
+			// leading member's agent changes membership (LeaderLock), on
+			// its own list alone, as before there was a Board: replacing
+			// a corrupt member is what ends a CORRUPT alarm.
+			n.logOnce("post", err.Error(), slog.LevelWarn, "the cluster refuses writes (an alarm): the agents' lists cannot be posted or compared; only the leading member's agent changes membership, on its own list, until the alarm is cleared", "error", err)
+			v.Lists = membership.Agreement{}
+			return
+		case err != nil:
 			n.logOnce("post", err.Error(), slog.LevelWarn, "cannot post this node's member list for the other agents; no membership change follows it meanwhile", "error", err)
-		} else {
+		default:
 			a.Own.Since = own.Since
 		}
 	}

@@ -390,7 +390,9 @@ func (n *Node) ownAnswer(s Snapshot) consent.Answer {
 		return a
 	}
 	op, _ := n.Store.LoadOperator()
-	a.Approved = n.approved(op, s.List)
+	if a.Approved = n.approved(op, s.List); a.Approved {
+		a.ApprovedAt = op.BootstrapApproval.At
+	}
 	b := n.state.Bootstrap
 	f := n.state.Founded
 	bootstrapping := b != nil && slices.Equal(b.List, a.List) && b.Token == a.Token && !n.state.WasMember
