@@ -381,10 +381,15 @@ func (w *world) maybeCrash(h *host, after string) {
 // (it answers, and could redo it), and from's list says the opposite
 // about addr: the two would fight.
 func (w *world) noteChange(from *host, c *cluster, addr netip.Addr, add bool) {
-	now := listedChange{add: add, host: from.idx, gen: from.gen, list: fmt.Sprint(from.list)}
+	now := listedChange{add: add, host: from.idx, gen: from.gen, list: fmt.Sprint(from.list), alarmed: len(c.alarms) > 0}
 	prev, ok := w.lastChange[addr]
 	w.lastChange[addr] = now
-	if !ok || prev.add == add {
+	if !ok || prev.add == add || now.alarmed || prev.alarmed {
+		// Under an alarm no agent can post its list, nor a removal's
+		// record (both are writes): the leading member's agent acts on
+		// its own list alone, and an agent holding an older list may undo
+		// that change once the alarm is cleared, until the lists agree
+		// (the known limit docs/membership.md states).
 		return
 	}
 	actor := w.hosts[prev.host]

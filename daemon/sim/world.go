@@ -58,6 +58,9 @@ type listedChange struct {
 	add       bool
 	host, gen int
 	list      string
+	// alarmed: made while the cluster refused writes, by the leading
+	// member's agent on its own list alone (no list could be posted).
+	alarmed bool
 }
 
 // faults are what the next membership call or side effect does wrong.
