@@ -40,6 +40,11 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		return n.settle(), false
 	case waitsFor(res.Plan, membership.WaitLearnerNotStarted):
 		return n.settle(), true
+	case waitsFor(res.Plan, membership.WaitListsDisagree):
+		// A list change on its way to the hosts: the others post theirs
+		// within their next pass, so look again soon; a disagreement that
+		// lasts backs off to the reconcile interval.
+		return n.settle(), true
 	case waitsFor(res.Plan, membership.WaitListSettling):
 		// The removal is due the moment the list has held long enough.
 		return max(n.Config.Agent.RemovalHoldDown-n.Now().Sub(n.listInForce), 10*time.Millisecond), true
