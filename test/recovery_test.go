@@ -115,7 +115,7 @@ func TestTheOperatorApprovesABootstrap(t *testing.T) {
 // new cluster (it would, were the identity the same, and the new cluster
 // would commit nothing): its agent refuses to start it beside the new
 // cluster and says why, the new cluster keeps serving, and it rejoins once
-// the operator moves its data aside as the refusal says.
+// the operator runs etcdlet restore --rejoin there, as the refusal says.
 func TestAnApprovedRebootstrapIsANewCluster(t *testing.T) {
 	t.Parallel()
 	c, cli := startCluster(t, netRebootstrap, 3)
@@ -123,6 +123,14 @@ func TestAnApprovedRebootstrapIsANewCluster(t *testing.T) {
 	for i := range 50 {
 		put(t, cli, fmt.Sprintf("/log/%d", i), "a longer raft log on member 3")
 	}
+	// Agent 3 knows its cluster (its state pins it), as any member's
+	// agent does after a while.
+	harness.Eventually(t, convergeTimeout, "agent 3 pinned to its cluster", func() error {
+		if c.Agent(3).CountLog("local member is part of the cluster", nil) == 0 {
+			return errorf("not yet")
+		}
+		return nil
+	})
 	stopAll(t, c, 1, 2, 3)
 	for _, n := range []int{1, 2} { // replaced disks: data and state gone
 		for _, dir := range []string{"data", "state"} {
@@ -178,10 +186,12 @@ func TestAnApprovedRebootstrapIsANewCluster(t *testing.T) {
 		t.Errorf("the new cluster holds the old one's key /old = %q", v)
 	}
 
-	// As the refusal says: move the data dir aside by hand to join.
-	if err := os.Rename(c.DataDir(3), c.DataDir(3)+".old-cluster"); err != nil {
-		t.Fatal(err)
+	// As the refusal says: stop etcdlet, etcdlet restore --rejoin, start.
+	c.Agent(3).Stop()
+	if out, err := exec.Command(binary, "restore", "--rejoin", "--yes", "--config", c.ConfigPath(3)).CombinedOutput(); err != nil {
+		t.Fatalf("etcdlet restore --rejoin on node 3: %v\n%s", err, out)
 	}
+	c.Agent(3).Restart()
 	c.Wait(cli12, 2*convergeTimeout, 1, 2, 3)
 	if v := get(t, c.ClientOf(3), "/new"); v != "after the disaster" {
 		t.Errorf("member 3, rejoined, reads /new = %q", v)
@@ -225,17 +235,23 @@ func TestMovesAsideTooOftenStopTheRejoin(t *testing.T) {
 	c.WriteMembers(1, 2, 3, 4)
 	c.Wait(cli, convergeTimeout, 1, 2, 3, 4)
 	for i := 1; i <= 2; i++ {
-		members, err := c.MemberList(cli)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range members {
-			if m.Name == c.Name(4) {
-				if _, err := cli.MemberRemove(t.Context(), m.ID); err != nil {
-					t.Fatalf("remove member 4 by hand: %v", err)
+		// etcd refuses a removal ("unhealthy cluster") until every voter
+		// has been connected for a while, as a member just promoted may
+		// not be: the operator repeats the command, and so does the test.
+		harness.Eventually(t, convergeTimeout, "member 4 removed by hand", func() error {
+			members, err := c.MemberList(cli)
+			if err != nil {
+				return err
+			}
+			for _, m := range members {
+				if m.Name == c.Name(4) {
+					if _, err := cli.MemberRemove(t.Context(), m.ID); err != nil {
+						return errorf("remove member 4 by hand: %v", err)
+					}
 				}
 			}
-		}
+			return nil
+		})
 		harness.Eventually(t, convergeTimeout, "agent 4 moved its data aside", func() error {
 			if n := len(movedAside(t, c, 4)); n < 1+i {
 				return errorf("%d moves", n)

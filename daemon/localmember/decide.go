@@ -276,8 +276,8 @@ func decideWithData(in Inputs) Decision {
 		// data's cluster cannot get its quorum back on this list, and the
 		// other one is most likely its successor (a re-bootstrap after a
 		// disaster). Its old, longer log must never run beside it.
-		return Decision{Kind: Refuse, Reason: fmt.Sprintf("the local data belongs to cluster %s, but %d of the %d listed addresses answer for cluster %s (re-bootstrapped?); not starting and not moving anything: move the data dir aside by hand to join %s",
-			membership.IDString(in.Pinned), n, len(in.Desired), membership.IDString(id), membership.IDString(id)), Refusal: RefuseForeignData}
+		return Decision{Kind: Refuse, Reason: fmt.Sprintf("the local data belongs to cluster %s, but %d of the %d listed addresses answer for cluster %s (re-bootstrapped?); not starting and not moving anything: %s",
+			membership.IDString(in.Pinned), n, len(in.Desired), membership.IDString(id), toJoin(id, in.Pinned)), Refusal: RefuseForeignData}
 	}
 	switch {
 	case !v.Reached:
@@ -288,8 +288,8 @@ func decideWithData(in Inputs) Decision {
 		// word of a cluster that may not be its own.
 		return restart
 	case v.ClusterID != in.Pinned:
-		return Decision{Kind: Refuse, Reason: fmt.Sprintf("the local data belongs to cluster %s but the listed peers form cluster %s; not starting and not moving anything: move the data dir aside by hand to join %s",
-			membership.IDString(in.Pinned), membership.IDString(v.ClusterID), membership.IDString(v.ClusterID)), Refusal: RefuseForeignData}
+		return Decision{Kind: Refuse, Reason: fmt.Sprintf("the local data belongs to cluster %s but the listed peers form cluster %s; not starting and not moving anything: %s",
+			membership.IDString(in.Pinned), membership.IDString(v.ClusterID), toJoin(v.ClusterID, in.Pinned)), Refusal: RefuseForeignData}
 	}
 	if in.LocalID != 0 {
 		if hasMember(v, in.LocalID) {
@@ -400,6 +400,14 @@ func firstOr(s []string) string {
 		return ""
 	}
 	return s[0]
+}
+
+// toJoin says how an operator makes this node join cluster id instead of
+// the one its data and state belong to: moving the data aside is not
+// enough, the agent must forget that cluster too.
+func toJoin(id, pinned uint64) string {
+	return fmt.Sprintf("to join %s, stop etcdlet and run 'etcdlet restore --rejoin' (it moves the data dir aside, kept, and forgets cluster %s), then start etcdlet",
+		membership.IDString(id), membership.IDString(pinned))
 }
 
 // foreignMajority reports the other cluster that most listed endpoints

@@ -59,8 +59,12 @@ func TestARemovalWhoseReplyIsLostIsMadeOnce(t *testing.T) {
 	observer := &membership.Observer{Cluster: cluster, Timeout: 2 * time.Second}
 	locker := &etcdclient.SessionLocker{Pool: pool, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
 	defer locker.Close()
+	// The test is about a reply lost after the change applied, not about
+	// speed: attempts and the lock section get room for a machine that
+	// runs two suites on two cores, where 2 s attempts expired before the
+	// retry could find the removal done.
 	r := &membership.Reconciler{Cluster: cluster, Locker: locker, Observer: observer, Log: quiet,
-		Policy: node.DefaultPolicy(2 * time.Second), Section: 11 * time.Second, LearnerTimeout: time.Minute}
+		Policy: node.DefaultPolicy(6 * time.Second), Section: 40 * time.Second, LearnerTimeout: time.Minute}
 	var desired []identity.Member
 	for _, m := range members[:2] {
 		desired = append(desired, identity.Member{IP: netip.MustParseAddr("127.0.0.1"), Name: m.Name, PeerURL: m.PeerURL, ClientURL: m.ClientURL})
