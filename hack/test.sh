@@ -5,14 +5,14 @@
 # failing step, package and test. Exits 1 if anything failed. The membership
 # simulator (daemon/sim) plays its 10,000 schedules beside them.
 #
-# Environment: GO (default go), TEST_FLAGS (default -count=1 -timeout 25m),
+# Environment: GO (default go), TEST_FLAGS (default -count=1 -timeout 45m),
 # ETCDLET_CACHE (where hack/envtest.sh keeps kube-apiserver and etcd).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
 source hack/lib/toolchain.sh
 GO=${GO:-go}
-TEST_FLAGS=${TEST_FLAGS:--count=1 -timeout 25m}
+TEST_FLAGS=${TEST_FLAGS:--count=1 -timeout 45m}
 logs=$(mktemp -d -t etcdlet-test.XXXXXX)
 trap 'rm -rf "$logs"' EXIT
 failed=()
