@@ -433,15 +433,9 @@ func (c change) call(ctx context.Context, op etcdclient.Op, targets []string, do
 	}
 	attempt := 0
 	res := etcdclient.Do(ctx, node.DefaultPolicy(c.cfg.Agent.CallTimeout), op, func(ctx context.Context) error {
-		left, err := c.lock.Remaining(ctx)
-		if err != nil {
-			return err
-		}
-		ctx, cancel := context.WithTimeout(ctx, left-time.Second)
-		defer cancel()
 		ep := targets[attempt%len(targets)]
 		attempt++
-		return do(ctx, ep)
+		return etcdclient.UnderLock(ctx, c.lock, func(ctx context.Context) error { return do(ctx, ep) })
 	})
 	if res.Outcome != etcdclient.Done {
 		return res.Err
@@ -458,11 +452,7 @@ func withWriterLock(ctx context.Context, cfg *config.Config, in *daemon.Inspecto
 	fn func(context.Context, etcdclient.Lock) error) error {
 	locker := in.WriterLocker(holder)
 	defer locker.Close()
-	endpoints := writeTargets(v, target, false)
-	if len(endpoints) == 0 {
-		endpoints = writeTargets(v, 0, false)
-	}
-	lock, err := takeLock(ctx, cfg, locker, endpoints, v.ClusterID)
+	lock, err := takeLock(ctx, cfg, locker, membership.LockEndpoints(v.Members, target), v.ClusterID)
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,29 @@ type Lock interface {
 	Unlock(ctx context.Context) error
 }
 
+// leaseMargin is the part of the lease a call under the lock may not use:
+// the call must end, and its answer be read, before another agent could
+// take the lock on the lease's expiry.
+const leaseMargin = time.Second
+
+// UnderLock makes one call under lock: it confirms the lock and gives the
+// call no more time than the lease is sure to last, less leaseMargin. A
+// lease with no more than that left counts as lost (its keep-alive is not
+// getting through): the call would start with its time already up, and
+// fail as a timeout that says nothing of the cause.
+func UnderLock(ctx context.Context, lock Lock, call func(context.Context) error) error {
+	left, err := lock.Remaining(ctx)
+	if err != nil {
+		return err
+	}
+	if left <= leaseMargin {
+		return fmt.Errorf("%w: its lease has %s left, too little for a call; its keep-alive is not getting through", ErrLockLost, left)
+	}
+	ctx, cancel := context.WithTimeout(ctx, left-leaseMargin)
+	defer cancel()
+	return call(ctx)
+}
+
 // SessionLocker is the writer lock as an etcd mutex (WriterLockKey of the
 // cluster) on a lease of TTL, kept alive by a session while the agent
 // lives. A writer killed mid-change releases it when its lease expires.

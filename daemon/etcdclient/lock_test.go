@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,4 +129,53 @@ func lockKeyValue(t *testing.T, endpoints []string, clusterID uint64) (*clientv3
 		t.Fatalf("the lock key: %v, %v", resp, err)
 	}
 	return other, resp.Kvs[0]
+}
+
+// leaseLeft is a held lock whose lease has a fixed time left.
+type leaseLeft time.Duration
+
+func (l leaseLeft) Remaining(context.Context) (time.Duration, error) { return time.Duration(l), nil }
+func (leaseLeft) Unlock(context.Context) error                       { return nil }
+
+// A call under the lock never outlasts the lease, and a lease with no
+// time left for a call counts as lost: no call is made, and the retry
+// policy stops (a timeout from a call with no time would say nothing and
+// be retried in vain until the lease ran out).
+func TestUnderLockFitsTheCallInTheLease(t *testing.T) {
+	for _, tc := range []struct {
+		left     time.Duration
+		wantCall bool
+		maxTime  time.Duration
+	}{
+		{left: 15 * time.Second, wantCall: true, maxTime: 14 * time.Second},
+		{left: 2 * time.Second, wantCall: true, maxTime: time.Second},
+		{left: time.Second},
+		{left: 0},
+	} {
+		t.Run(tc.left.String(), func(t *testing.T) {
+			called := false
+			err := etcdclient.UnderLock(context.Background(), leaseLeft(tc.left), func(ctx context.Context) error {
+				called = true
+				deadline, ok := ctx.Deadline()
+				if !ok || time.Until(deadline) > tc.maxTime || time.Until(deadline) <= 0 {
+					t.Errorf("the call has %s to run, want at most %s", time.Until(deadline), tc.maxTime)
+				}
+				return nil
+			})
+			if called != tc.wantCall {
+				t.Fatalf("called %v with %s of lease left, want %v", called, tc.left, tc.wantCall)
+			}
+			if tc.wantCall && err != nil {
+				t.Errorf("UnderLock: %v", err)
+			}
+			if !tc.wantCall {
+				if !errors.Is(err, etcdclient.ErrLockLost) || etcdclient.Classify(etcdclient.OpRemove, err) != etcdclient.Fatal {
+					t.Errorf("with %s left: %v, want ErrLockLost, classified fatal", tc.left, err)
+				}
+				if !strings.Contains(err.Error(), "keep-alive") {
+					t.Errorf("the error does not say why the lease ran low: %v", err)
+				}
+			}
+		})
+	}
 }

@@ -98,7 +98,11 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 	if plan.Next == nil || !view.Reached {
 		return res, nil
 	}
-	voters := voterEndpoints(view.Members)
+	removing := uint64(0)
+	if plan.Next.Kind == ActionRemove {
+		removing = plan.Next.MemberID
+	}
+	voters := LockEndpoints(view.Members, removing)
 	if len(voters) == 0 {
 		return res, errors.New("no voter with a client URL to take the writer lock through")
 	}
@@ -296,17 +300,13 @@ func (r *Reconciler) execute(ctx context.Context, a Action, view View, lock etcd
 				return err
 			}
 		}
-		remaining, err := lock.Remaining(ctx)
-		if err != nil {
-			return err
-		}
 		// A call that could outlast the lease would run unguarded: another
 		// agent could take the lock and act on a view without it.
-		ctx, cancel := context.WithTimeout(ctx, remaining-time.Second)
-		defer cancel()
 		endpoint := targets[attempt%len(targets)]
 		attempt++
-		return r.call(ctx, a, endpoint, added)
+		return etcdclient.UnderLock(ctx, lock, func(ctx context.Context) error {
+			return r.call(ctx, a, endpoint, added)
+		})
 	})
 }
 
@@ -429,12 +429,24 @@ func (m Member) reachableVoter() bool {
 	return !m.IsLearner && m.InRaft() && len(m.ClientURLs) > 0
 }
 
-func voterEndpoints(members []Member) []string {
-	var eps []string
+// LockEndpoints are the voters the writer lock is taken through, and its
+// session kept alive through: every voter that can answer, except the
+// member a removal is about while another remains. A removed member stops
+// answering as the removal applies; a session balanced over it could lose
+// its keep-alive, its confirmation and its release with it.
+func LockEndpoints(members []Member, removing uint64) []string {
+	var eps, all []string
 	for _, m := range members {
-		if m.reachableVoter() {
+		if !m.reachableVoter() {
+			continue
+		}
+		all = append(all, m.ClientURLs[0])
+		if m.ID != removing {
 			eps = append(eps, m.ClientURLs[0])
 		}
+	}
+	if len(eps) == 0 {
+		eps = all
 	}
 	slices.Sort(eps)
 	return eps

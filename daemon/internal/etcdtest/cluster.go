@@ -39,6 +39,15 @@ func (m *Member) ID() uint64 { return uint64(m.Etcd.Server.MemberID()) }
 // ClusterID is the ID of the member's cluster.
 func (m *Member) ClusterID() uint64 { return uint64(m.Etcd.Server.Cluster().ID()) }
 
+// exitWhenStopped closes the member's listeners once its server stops,
+// as the etcd process exits when it is removed from the cluster: a removed
+// member that kept answering on its client URL would let a client keep a
+// stream on it that no real cluster keeps.
+func (m *Member) exitWhenStopped() {
+	<-m.Etcd.Server.StopNotify()
+	m.Close()
+}
+
 // Close stops the member; it may be called more than once. A member that
 // does not stop within a minute fails the test instead of hanging it.
 func (m *Member) Close() {
@@ -88,6 +97,7 @@ func Start(t testing.TB, n int) []*Member {
 		m := &Member{Etcd: e, Name: spec.Name, ClientURL: spec.AdvertiseClientURL, PeerURL: spec.AdvertisePeerURL,
 			ClientAddr: "127.0.0.1:" + strconv.Itoa(ports[3*i]), t: t}
 		t.Cleanup(m.Close)
+		go m.exitWhenStopped()
 		members[i] = m
 		wg.Go(func() {
 			select {
