@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -159,17 +160,32 @@ func TestTaskOutcomes(t *testing.T) {
 		{name: "execute fails", execute: func(context.Context, Env) Result { return Result{Error: boom} },
 			wantPhase: Failed, wantCode: CodeExecute, cleaned: 1},
 		{name: "requeued then done", execute: requeueTimes(2), wantPhase: Succeeded, cleaned: 1},
-		{name: "times out while it runs", timeout: 50 * time.Millisecond,
+		{name: "times out while it runs", timeout: time.Hour,
 			execute:   func(ctx context.Context, _ Env) Result { <-ctx.Done(); return Result{Error: ctx.Err()} },
 			wantPhase: Failed, wantCode: CodeTimeout, cleaned: 1},
-		{name: "times out while requeued", timeout: 50 * time.Millisecond,
+		{name: "times out while requeued", timeout: time.Hour,
 			execute:   func(context.Context, Env) Result { return Result{Requeue: true, Error: boom} },
 			wantPhase: Failed, wantCode: CodeTimeout, cleaned: 1},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			cleaned := 0
-			f := newFixture(t, t.TempDir(), func() *scripted { return &scripted{admit: c.admit, execute: c.execute, cleaned: &cleaned} })
+			// A timeout passes when the case says, not when a busy
+			// machine lets it: the runner's clock jumps two hours ahead
+			// as the task is admitted (an hour's timeout counts from the
+			// submission, so it cannot pass before that).
+			clock := &jumpAtAdmission{}
+			admit := func(ctx context.Context) Result {
+				if c.timeout > 0 {
+					clock.jumped.Store(true)
+				}
+				if c.admit == nil {
+					return Result{}
+				}
+				return c.admit(ctx)
+			}
+			f := newFixture(t, t.TempDir(), func() *scripted { return &scripted{admit: admit, execute: c.execute, cleaned: &cleaned} })
+			f.runner.Now = clock.now
 			f.start(t)
 			req := Request{Type: "work", Source: "test", Timeout: Duration(c.timeout)}
 			task, _, err := f.runner.Submit(req)
@@ -196,6 +212,16 @@ func TestTaskOutcomes(t *testing.T) {
 			}
 		})
 	}
+}
+
+// jumpAtAdmission is the real clock, two hours ahead once jumped.
+type jumpAtAdmission struct{ jumped atomic.Bool }
+
+func (c *jumpAtAdmission) now() time.Time {
+	if c.jumped.Load() {
+		return time.Now().Add(2 * time.Hour)
+	}
+	return time.Now()
 }
 
 func requeueTimes(n int) func(context.Context, Env) Result {

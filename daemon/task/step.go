@@ -63,11 +63,12 @@ func (r *Runner) handler(t Task) (Handler, error) {
 
 // run calls one handler step with the task's deadline, the operator's
 // cancellation and the lock's loss all ending its context; the cause says
-// which.
+// which. The time left is read on the runner's clock, as every other
+// check of the deadline is.
 func (r *Runner) run(ctx context.Context, t Task, lost <-chan struct{}, f func(context.Context) Result) (Result, error) {
 	stepCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	stepCtx, cancelDeadline := context.WithDeadlineCause(stepCtx, t.Deadline(), errTimeout)
+	stepCtx, cancelDeadline := context.WithTimeoutCause(stepCtx, t.Deadline().Sub(r.now()), errTimeout)
 	defer cancelDeadline()
 	r.mu.Lock()
 	r.cancels[t.ID] = cancel
