@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"crypto/tls"
 	"crypto/x509"
@@ -9,7 +10,6 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -165,18 +165,15 @@ func (a *Agent) waitReleased(ctx context.Context) error {
 }
 
 // restartAllowed says whether the local member may restart now, and
-// returns its ID: it runs as a started voter of this node's cluster, the
-// cluster has quorum, no learner is joining, and every other voter is
-// healthy and they are a quorum without it. Two members of three down is
-// a cluster down; one- and two-voter clusters cannot restart a member
-// without losing quorum for that time, and are refused.
+// returns its ID: it runs as a started voter of this node's cluster, and
+// the rule book's MayRestart allows its restart.
 func restartAllowed(s node.Snapshot) (uint64, error) {
 	if s.Decision.Kind != localmember.Keep {
 		why := string(s.Decision.Kind)
 		if s.Decision.Reason != "" {
 			why += ": " + s.Decision.Reason
 		}
-		return 0, fmt.Errorf("the local member does not run as a member of the cluster (decision %s)", orNothing(why))
+		return 0, fmt.Errorf("the local member does not run as a member of the cluster (decision %s)", cmp.Or(why, "no reason given"))
 	}
 	v := s.View
 	if !v.Reached {
@@ -193,43 +190,7 @@ func restartAllowed(s node.Snapshot) (uint64, error) {
 	if self.IsLearner {
 		return 0, fmt.Errorf("the local member %s is a learner; restart it once it is promoted", membership.IDString(self.ID))
 	}
-	voters, healthy := 1, 0
-	var problems []string
-	for _, m := range v.Members {
-		switch {
-		case m.ID == self.ID:
-		case m.IsLearner:
-			problems = append(problems, fmt.Sprintf("%s is a learner joining the cluster; wait until it is promoted", memberName(m)))
-		case m.Healthy():
-			voters++
-			healthy++
-		default:
-			voters++
-			problems = append(problems, fmt.Sprintf("%s is not healthy (%s)", memberName(m), orNothing(m.Health.Problem+strings.Join(m.Health.Alarms, ","))))
-		}
-	}
-	if len(problems) > 0 {
-		return self.ID, fmt.Errorf("another member is not ready, and this member's restart could cost quorum: %s", strings.Join(problems, "; "))
-	}
-	if quorum := voters/2 + 1; healthy < quorum {
-		return self.ID, fmt.Errorf("a cluster of %d voters has no quorum without this member (%d of the %d needed): restarting it stops the cluster for that time; restart it in a maintenance window",
-			voters, healthy, quorum)
-	}
-	return self.ID, nil
-}
-
-func memberName(m membership.Member) string {
-	if m.Name != "" {
-		return m.Name
-	}
-	return membership.IDString(m.ID)
-}
-
-func orNothing(s string) string {
-	if s == "" {
-		return "no reason given"
-	}
-	return s
+	return self.ID, v.MayRestart(self.ID)
 }
 
 // memberRestart is MemberRestartTask's handler.

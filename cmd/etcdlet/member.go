@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -186,7 +185,7 @@ func newMemberMoveLeaderCommand() *cobra.Command {
 		Long: `Ask the current leader to hand leadership to TARGET (etcd's MoveLeader,
 sent to the leader). Refused: a learner (it cannot lead), a voter that is
 not healthy (not in raft, or with an alarm), one more than
-` + strconv.Itoa(maxLeaderLag) + ` applied entries behind the leader (a transfer to it would
+` + strconv.Itoa(membership.MaxLeaderLag) + ` applied entries behind the leader (a transfer to it would
 stall writes until it caught up, or time out), and while the cluster has
 no quorum or no leader. TARGET leading already is success.
 ` + memberHelpCommon,
@@ -300,21 +299,7 @@ func checkRemove(s node.Snapshot, m membership.Member, force bool) error {
 	if listed(s.Desired, m) && !force {
 		return fmt.Errorf("its IP %s is in the member list in force, and its agent would add it back as a new learner; remove the IP from the list (the agents then remove the member themselves), or pass --force", memberIP(m))
 	}
-	if m.IsLearner {
-		return nil // a learner does not vote: quorum is unchanged
-	}
-	voters, healthy := s.View.Voters()
-	if voters == 1 {
-		return errors.New("it is the last voter: removing it would end the cluster")
-	}
-	after := healthy
-	if m.InRaft() {
-		after--
-	}
-	if q := membership.Quorum(voters - 1); after < q {
-		return fmt.Errorf("%d of %d voters are healthy; removing it would leave %d healthy of %d, below quorum %d", healthy, voters, after, voters-1, q)
-	}
-	return nil
+	return s.View.MayRemove(m.ID)
 }
 
 func listed(desired []identity.Member, m membership.Member) bool {
@@ -330,49 +315,22 @@ func checkEvict(m membership.Member) error {
 	return nil
 }
 
-// maxLeaderLag is how far a transferee's applied index may trail the
-// leader's. Raft's transfer waits for the transferee to match the
-// leader's log and stalls proposals meanwhile; a member further behind
-// (restoring a snapshot) would stall writes for that long, or time out.
-const maxLeaderLag = 1000
-
-// checkMoveLeader is the rule set of member move-leader.
+// checkMoveLeader is the rule set of member move-leader: the rule book's
+// MayLead, and a leader to hand over from.
 func checkMoveLeader(s node.Snapshot, m membership.Member) error {
-	leader, ok := s.View.Member(s.View.LeaderID)
-	switch {
-	case m.IsLearner:
-		return errors.New("it is a learner; a learner cannot lead")
-	case !m.Healthy():
-		return fmt.Errorf("it is not healthy: %s", cmp.Or(m.Health.Problem, "alarm "+strings.Join(m.Health.Alarms, ", ")))
-	case !ok:
+	if err := s.View.MayLead(m.ID); err != nil {
+		return err
+	}
+	if _, ok := s.View.Member(s.View.LeaderID); !ok {
 		return errors.New("the cluster has no leader to hand over from")
-	case m.ID == leader.ID:
-		return nil
-	case leader.Health.RaftAppliedIndex > m.Health.RaftAppliedIndex+maxLeaderLag:
-		return fmt.Errorf("it is %d applied entries behind the leader (at most %d)", leader.Health.RaftAppliedIndex-m.Health.RaftAppliedIndex, maxLeaderLag)
 	}
 	return nil
-}
-
-// transferee is the healthy voter furthest along that may lead instead of
-// the member leaving.
-func transferee(s node.Snapshot, leaving uint64) (membership.Member, bool) {
-	var best membership.Member
-	for _, m := range s.View.Members {
-		if m.ID == leaving || checkMoveLeader(s, m) != nil {
-			continue
-		}
-		if best.ID == 0 || m.Health.RaftAppliedIndex > best.Health.RaftAppliedIndex {
-			best = m
-		}
-	}
-	return best, best.ID != 0
 }
 
 // removeMember removes the target, the leader after handing over.
 func removeMember(ctx context.Context, c change, m membership.Member) error {
 	if m.ID == c.view.LeaderID {
-		to, ok := transferee(node.Snapshot{View: c.view}, m.ID)
+		to, ok := c.view.Transferee(m.ID, nil, nil)
 		if !ok {
 			return fmt.Errorf("refused: %s is the leader and no healthy voter that is caught up can take over", m)
 		}
@@ -380,10 +338,7 @@ func removeMember(ctx context.Context, c change, m membership.Member) error {
 			return err
 		}
 	}
-	err := c.call(ctx, etcdclient.OpRemove, writeTargets(c.view, m.ID, false), func(ctx context.Context, ep string) error {
-		return c.pool.MemberRemove(ctx, ep, m.ID)
-	})
-	if err != nil {
+	if err := c.apply(ctx, membership.Action{Kind: membership.ActionRemove, Name: m.Name, MemberID: m.ID}); err != nil {
 		return fmt.Errorf("remove member %s: %w", m, err)
 	}
 	fmt.Fprintf(c.out, "removed member %s\n", m)
@@ -396,48 +351,18 @@ func moveLeaderTo(ctx context.Context, c change, m membership.Member) error {
 		fmt.Fprintf(c.out, "%s leads already\n", m)
 		return nil
 	}
-	err := c.call(ctx, etcdclient.OpMoveLeader, writeTargets(c.view, 0, true), func(ctx context.Context, ep string) error {
-		return c.pool.MoveLeader(ctx, ep, m.ID)
-	})
-	if err != nil {
+	if err := c.apply(ctx, membership.Action{Kind: membership.ActionMoveLeader, Name: m.Name, TransfereeID: m.ID}); err != nil {
 		return fmt.Errorf("move leadership to %s: %w", m, err)
 	}
 	fmt.Fprintf(c.out, "moved leadership to %s\n", m)
 	return nil
 }
 
-// writeTargets are the client URLs a call may go to: the leader's only
-// (MoveLeader must reach it), or every healthy voter's, the leader first,
-// never the member being removed (its answer would be lost with it).
-func writeTargets(v membership.View, except uint64, leaderOnly bool) []string {
-	var eps []string
-	for _, m := range v.Members {
-		if m.IsLearner || !m.InRaft() || len(m.ClientURLs) == 0 || m.ID == except || (leaderOnly && m.ID != v.LeaderID) {
-			continue
-		}
-		if m.ID == v.LeaderID {
-			eps = append([]string{m.ClientURLs[0]}, eps...)
-		} else {
-			eps = append(eps, m.ClientURLs[0])
-		}
-	}
-	return eps
-}
-
-// call makes one change with the agents' retry policy, confirming the
-// writer lock before every attempt and never letting an attempt outlast
-// it, as the agents do.
-func (c change) call(ctx context.Context, op etcdclient.Op, targets []string, do func(context.Context, string) error) error {
-	if len(targets) == 0 {
-		return errors.New("no healthy voter to send the call to")
-	}
-	attempt := 0
-	res := etcdclient.Do(ctx, node.DefaultPolicy(c.cfg.Agent.CallTimeout), op, func(ctx context.Context) error {
-		ep := targets[attempt%len(targets)]
-		attempt++
-		return etcdclient.UnderLock(ctx, c.lock, func(ctx context.Context) error { return do(ctx, ep) })
-	})
-	if res.Outcome != etcdclient.Done {
+// apply makes one change as the agents do: the one Writer, with the
+// agents' retry policy, under the writer lock.
+func (c change) apply(ctx context.Context, a membership.Action) error {
+	w := membership.Writer{Cluster: c.pool, Policy: node.DefaultPolicy(c.cfg.Agent.CallTimeout), Lock: c.lock}
+	if res := w.Apply(ctx, c.view.Observation, a, nil); res.Outcome != etcdclient.Done {
 		return res.Err
 	}
 	return nil

@@ -103,7 +103,7 @@ func TestCheckEvict(t *testing.T) {
 
 func TestCheckMoveLeader(t *testing.T) {
 	behind := m(3, false, "")
-	behind.Health.RaftAppliedIndex = 5000 - maxLeaderLag - 1
+	behind.Health.RaftAppliedIndex = 5000 - membership.MaxLeaderLag - 1
 	leader := m(1, false, "")
 	leader.Health.RaftAppliedIndex = 5000
 	alarmed := m(4, false, "")
@@ -134,23 +134,10 @@ func TestCheckMoveLeader(t *testing.T) {
 	ahead := m(2, false, "")
 	ahead.Health.RaftAppliedIndex = 5001
 	s.View.Members[1] = ahead
-	if to, ok := transferee(s, 1); !ok || to.ID != 2 {
+	if to, ok := s.View.Transferee(1, nil, nil); !ok || to.ID != 2 {
 		t.Errorf("transferee = %v, %v; want member 2", to, ok)
 	}
-	if _, ok := transferee(snap(nil, leader, behind, m(5, true, "")), 1); ok {
+	if _, ok := snap(nil, leader, behind, m(5, true, "")).View.Transferee(1, nil, nil); ok {
 		t.Error("a transferee was found among a lagging voter and a learner")
-	}
-}
-
-func TestWriteTargets(t *testing.T) {
-	v := snap(nil, m(2, false, ""), m(1, false, ""), m(3, true, ""), m(4, false, "down")).View
-	if got := strings.Join(writeTargets(v, 0, false), " "); got != "https://192.0.2.1:2379 https://192.0.2.2:2379" {
-		t.Errorf("targets: %s; want the leader first, then the other voters in raft", got)
-	}
-	if got := strings.Join(writeTargets(v, 1, false), " "); got != "https://192.0.2.2:2379" {
-		t.Errorf("targets removing the leader: %s; never the member being removed", got)
-	}
-	if got := strings.Join(writeTargets(v, 0, true), " "); got != "https://192.0.2.1:2379" {
-		t.Errorf("move-leader targets: %s; the leader only", got)
 	}
 }

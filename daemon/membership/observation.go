@@ -132,21 +132,6 @@ type Observation struct {
 // its own, and acts for neither.
 func (o Observation) Ambiguous() bool { return o.Pinned == 0 && len(o.Foreign) > 0 }
 
-// Voters counts voting members and how many of them are healthy: in raft,
-// as themselves (an alarm does not take a member out of the quorum).
-func (o Observation) Voters() (voters, healthy int) {
-	for _, m := range o.Members {
-		if m.IsLearner {
-			continue
-		}
-		voters++
-		if m.InRaft() && !o.isStale(m.ID) {
-			healthy++
-		}
-	}
-	return voters, healthy
-}
-
 func (o Observation) isStale(id uint64) bool { return slices.Contains(o.Stale, id) }
 
 // Member returns the member with the given ID.
@@ -170,9 +155,6 @@ func (o Observation) Answering(peerURL string) (Member, bool) {
 	}
 	return Member{}, false
 }
-
-// Quorum is the number of voters that must agree: a majority.
-func Quorum(voters int) int { return voters/2 + 1 }
 
 func (m Member) String() string {
 	name := m.Name

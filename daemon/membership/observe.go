@@ -202,13 +202,50 @@ func (o *Observer) fillHealth(ctx context.Context, v *View, listed []string) {
 			v.addForeign(Foreign{Endpoint: o.clientURL(m), ClusterID: s.Header.ClusterId, MemberID: s.Header.MemberId})
 		}
 	}
-	v.attributeAlarms(statuses)
-	// The leader is what the members that can see one agree on; with a
-	// split view the highest term wins.
+	v.settle(statuses)
+}
+
+// Surveyed is a member with its Status answer (nil when it did not
+// answer), for a caller that asked the members itself: ObservationOf
+// makes the observation the rule book reads from them.
+type Surveyed struct {
+	Member // its Health is filled in from Status
+	Status *pb.StatusResponse
+	Err    error // why Status is nil
+}
+
+// ObservationOf is the observation of cluster clusterID that the members'
+// Status answers make: each member's health as the Observer judges it,
+// the alarms each raised, and the leader.
+func ObservationOf(clusterID uint64, members []Surveyed) Observation {
+	o := Observation{ClusterID: clusterID}
+	statuses := make([]*pb.StatusResponse, len(members))
+	for i, sm := range members {
+		m := sm.Member
+		switch {
+		case sm.Status != nil:
+			m.Health = StatusHealth(sm.Status, clusterID, m.ID, first(m.ClientURLs))
+		case sm.Err != nil:
+			m.Health = Health{Problem: sm.Err.Error()}
+		default:
+			m.Health = Health{Problem: "no answer"}
+		}
+		o.Members, statuses[i] = append(o.Members, m), sm.Status
+	}
+	o.settle(statuses)
+	return o
+}
+
+// settle completes an observation from the members' Status answers (in
+// the order of Members): the alarms, then the leader, which is what the
+// members that can see one agree on; with a split view the highest term
+// wins.
+func (o *Observation) settle(statuses []*pb.StatusResponse) {
+	o.attributeAlarms(statuses)
 	var term uint64
-	for _, m := range v.Members {
+	for _, m := range o.Members {
 		if m.InRaft() && m.Health.RaftTerm >= term {
-			term, v.LeaderID = m.Health.RaftTerm, m.Health.Leader
+			term, o.LeaderID = m.Health.RaftTerm, m.Health.Leader
 		}
 	}
 }
@@ -217,23 +254,23 @@ func (o *Observer) fillHealth(ctx context.Context, v *View, listed []string) {
 // answers (every member reports all of them) and marks each member with
 // the alarms it raised itself: a NOSPACE raised by one member is that
 // member's problem, not every member's.
-func (v *View) attributeAlarms(statuses []*pb.StatusResponse) {
+func (o *Observation) attributeAlarms(statuses []*pb.StatusResponse) {
 	for i, s := range statuses {
-		if s == nil || v.Members[i].Health.Problem != "" {
+		if s == nil || o.Members[i].Health.Problem != "" {
 			continue
 		}
 		for _, e := range s.Errors {
 			if a, ok := ParseAlarm(e); ok {
-				if !slices.Contains(v.Alarms, a) {
-					v.Alarms = append(v.Alarms, a)
+				if !slices.Contains(o.Alarms, a) {
+					o.Alarms = append(o.Alarms, a)
 				}
 			}
 		}
 	}
-	for i := range v.Members {
-		for _, a := range v.Alarms {
-			if a.MemberID == v.Members[i].ID {
-				v.Members[i].Health.Alarms = append(v.Members[i].Health.Alarms, a.Type)
+	for i := range o.Members {
+		for _, a := range o.Alarms {
+			if a.MemberID == o.Members[i].ID {
+				o.Members[i].Health.Alarms = append(o.Members[i].Health.Alarms, a.Type)
 			}
 		}
 	}
@@ -262,6 +299,14 @@ func (o *Observer) health(ctx context.Context, m Member, clusterID uint64) (Heal
 		}
 		return h, nil
 	}
+	return StatusHealth(s, clusterID, m.ID, endpoint), s
+}
+
+// StatusHealth is what a member's Status answer, from its endpoint, says
+// of it as a member of cluster clusterID: in raft as itself, or the
+// problem. The alarms it raised are attributed from all the answers
+// (ObservationOf).
+func StatusHealth(s *pb.StatusResponse, clusterID, memberID uint64, endpoint string) Health {
 	h := Health{Reachable: true, Leader: s.Leader, RaftTerm: s.RaftTerm, RaftIndex: s.RaftIndex,
 		RaftAppliedIndex: s.RaftAppliedIndex, DBSize: s.DbSize, Version: s.Version}
 	var other []string
@@ -274,15 +319,15 @@ func (o *Observer) health(ctx context.Context, m Member, clusterID uint64) (Heal
 	case s.Header.ClusterId != clusterID:
 		h.Problem = fmt.Sprintf("answers for cluster %s, not %s", IDString(s.Header.ClusterId), IDString(clusterID))
 		h.WrongIdentity = true
-	case s.Header.MemberId != m.ID:
-		h.Problem = fmt.Sprintf("endpoint %s is member %s, not %s", endpoint, IDString(s.Header.MemberId), IDString(m.ID))
+	case s.Header.MemberId != memberID:
+		h.Problem = fmt.Sprintf("endpoint %s is member %s, not %s", endpoint, IDString(s.Header.MemberId), IDString(memberID))
 		h.WrongIdentity = true
 	case s.Leader == 0:
 		h.Problem = "no leader"
 	case len(other) > 0:
 		h.Problem = strings.Join(other, "; ")
 	}
-	return h, s
+	return h
 }
 
 // clientURL is the member's first published client URL, or for a member

@@ -20,6 +20,11 @@ type Matching struct {
 	Conflicts []Conflict
 }
 
+// listed reports whether m is a desired member's.
+func (m Matching) listed(c Member) bool {
+	return slices.ContainsFunc(m.Matched, func(p Pair) bool { return p.Member.ID == c.ID })
+}
+
 // Pair is a desired member and the etcd member that is it.
 type Pair struct {
 	Desired identity.Member
@@ -225,9 +230,8 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 		p.wait("", "", WaitForeign, fmt.Sprintf("this agent belongs to no cluster yet and the endpoints answer for more than one (%s): it acts for neither", foreignList(obs.Foreign)))
 		return p
 	}
-	voters, healthy := obs.Voters()
-	if voters > 0 && healthy < Quorum(voters) {
-		p.wait("", "", WaitNoQuorum, fmt.Sprintf("%d of %d voters are healthy, quorum is %d; no membership change can commit", healthy, voters, Quorum(voters)))
+	if err := obs.HasQuorum(); err != nil {
+		p.wait("", "", WaitNoQuorum, err.Error()+"; no membership change can commit")
 		return p
 	}
 	// 2. Alarms left behind by members that are gone.
@@ -350,10 +354,12 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 		// The only voter is never extra here: a list without it is
 		// orphaning, refused above. Learners, dead and stale voters had
 		// their turn above.
-		switch {
-		case e.IsLearner || !e.InRaft() || obs.isStale(e.ID):
-		case healthy-1 < Quorum(voters-1):
-			p.waitRemove(e, voters, healthy)
+		if e.IsLearner || !obs.Counts(e) {
+			continue
+		}
+		switch quorum := obs.MayRemove(e.ID); {
+		case quorum != nil:
+			p.wait(ActionRemove, e.Name, WaitWouldLoseQuorum, quorum.Error())
 		case p.disputed(obs, own, ActionRemove, e.Name, addrOf(e), false):
 		case obs.Lists.Stable < obs.Lists.HoldDown:
 			// Of all changes, removing a healthy voter is the one that
@@ -536,37 +542,13 @@ func (p Plan) removeOrMoveLeader(e Member, reason string, obs Observation, m Mat
 	if e.ID != obs.LeaderID || obs.LeaderID == 0 {
 		return p.next(Action{Kind: ActionRemove, Name: e.Name, PeerURL: first(e.PeerURLs), MemberID: e.ID, Reason: reason})
 	}
-	transferee, ok := pickTransferee(obs, m, e.ID)
+	transferee, ok := obs.Transferee(e.ID, m.listed, nil)
 	if !ok {
 		p.wait(ActionRemove, e.Name, WaitNoTransferee, "member is the leader and no healthy listed voter can take over")
 		return p
 	}
-	return p.next(Action{Kind: ActionMoveLeader, Name: e.Name, PeerURL: first(e.PeerURLs), MemberID: e.ID, TransfereeID: transferee,
+	return p.next(Action{Kind: ActionMoveLeader, Name: e.Name, PeerURL: first(e.PeerURLs), MemberID: e.ID, TransfereeID: transferee.ID,
 		Reason: "the leader hands leadership over before it is removed"})
-}
-
-// pickTransferee prefers the healthy listed voter that is furthest along.
-func pickTransferee(obs Observation, m Matching, leaving uint64) (uint64, bool) {
-	var best *Member
-	for i := range m.Matched {
-		c := &m.Matched[i].Member
-		if c.ID == leaving || c.IsLearner || !c.InRaft() || obs.isStale(c.ID) {
-			continue
-		}
-		if best == nil || c.Health.RaftAppliedIndex > best.Health.RaftAppliedIndex ||
-			(c.Health.RaftAppliedIndex == best.Health.RaftAppliedIndex && c.ID < best.ID) {
-			best = c
-		}
-	}
-	if best == nil {
-		return 0, false
-	}
-	return best.ID, true
-}
-
-func (p *Plan) waitRemove(e Member, voters, healthy int) {
-	p.wait(ActionRemove, e.Name, WaitWouldLoseQuorum, fmt.Sprintf("%d of %d voters are healthy; removing it would leave %d healthy of %d, below quorum %d",
-		healthy, voters, healthy-1, voters-1, Quorum(voters-1)))
 }
 
 func (p *Plan) waitForJoins(extra []Member, joining string) {

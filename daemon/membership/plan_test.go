@@ -348,14 +348,6 @@ func TestMatchNeverByPosition(t *testing.T) {
 	}
 }
 
-func TestQuorum(t *testing.T) {
-	for voters, want := range map[int]int{1: 1, 2: 2, 3: 2, 4: 3, 5: 3, 6: 4, 7: 4} {
-		if got := Quorum(voters); got != want {
-			t.Errorf("Quorum(%d) = %d, want %d", voters, got, want)
-		}
-	}
-}
-
 func TestParseAlarm(t *testing.T) {
 	// The text etcd writes into a Status answer's errors for each alarm:
 	// its AlarmMember's String().

@@ -10,8 +10,6 @@ import (
 	"sync"
 	"time"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 )
@@ -45,8 +43,6 @@ type Reconciler struct {
 	mu       sync.Mutex
 	learners map[uint64]learnerSeen // first seen, per learner ID
 	heldBack map[string]time.Time   // peer URL -> not re-added before
-	// checkList is the step's ListState.Unchanged while it executes.
-	checkList func() error
 }
 
 type learnerSeen struct {
@@ -165,10 +161,9 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 			return res, nil
 		}
 	}
-	r.checkList = lists.Unchanged
-	defer func() { r.checkList = nil }()
+	w := Writer{Cluster: r.Cluster, Policy: r.Policy, Lock: lock, Check: lists.Unchanged}
 	var added uint64
-	res.Result = r.execute(ctx, action, fresh, lock, &added)
+	res.Result = w.Apply(ctx, fresh.Observation, action, &added)
 	r.logChange(action, res.Result)
 	if action.Expired && res.Result.Outcome == etcdclient.Done {
 		r.holdBack(action.PeerURL)
@@ -177,7 +172,7 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 		r.OnChange(action, res.Result) // wakes the new learner's agent
 	}
 	if added != 0 {
-		r.promoteAdded(ctx, desired, added, target, fresh.Observation, lock)
+		r.promoteAdded(ctx, w, desired, added, target, fresh.Observation)
 	}
 	return res, nil
 }
@@ -191,7 +186,7 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 // as the member the list names), never on the word of the add alone; a
 // learner that is slower (a static pod the kubelet has yet to start, a
 // large snapshot) is left to the next passes, without a word.
-func (r *Reconciler) promoteAdded(ctx context.Context, desired []identity.Member, id uint64, target Target, before Observation, lock etcdclient.Lock) {
+func (r *Reconciler) promoteAdded(ctx context.Context, w Writer, desired []identity.Member, id uint64, target Target, before Observation) {
 	for range max(1, r.Policy.Attempts) {
 		view := r.Observer.Observe(ctx, target)
 		if !view.Reached || view.ClusterID != before.ClusterID {
@@ -201,7 +196,7 @@ func (r *Reconciler) promoteAdded(ctx context.Context, desired []identity.Member
 		r.age(&view.Observation)
 		plan := MakePlan(desired, view.Observation)
 		if next := plan.Next; next != nil && next.Kind == ActionPromote && next.MemberID == id {
-			result := r.execute(ctx, *next, view, lock, nil)
+			result := w.Apply(ctx, view.Observation, *next, nil)
 			if result.Outcome == etcdclient.Done {
 				r.logChange(*next, result)
 				if r.OnChange != nil {
@@ -281,76 +276,6 @@ func (r *Reconciler) holdBack(peerURL string) {
 	r.heldBack[peerURL] = r.now().Add(r.LearnerTimeout)
 }
 
-// execute runs one action with bounded retries. Before each attempt the
-// holder confirms the lock and gives the attempt no more time than the
-// lock's lease is sure to last. Membership calls go to the leader when it
-// can serve them (no forwarding), else to the other healthy voters in
-// turn, and never to the member being removed: it stops as its removal
-// applies, and the answer would be lost with it.
-// added, when not nil, receives the ID of a learner the call added.
-func (r *Reconciler) execute(ctx context.Context, a Action, view View, lock etcdclient.Lock, added *uint64) etcdclient.Result {
-	targets := writeTargets(view, a)
-	if len(targets) == 0 {
-		return etcdclient.Result{Outcome: etcdclient.Retry, Err: errors.New("no healthy voter to send the change to")}
-	}
-	attempt := 0
-	return etcdclient.Do(ctx, r.Policy, etcdclient.Op(a.Kind), func(ctx context.Context) error {
-		if r.checkList != nil {
-			if err := r.checkList(); err != nil {
-				return err
-			}
-		}
-		// A call that could outlast the lease would run unguarded: another
-		// agent could take the lock and act on a view without it.
-		endpoint := targets[attempt%len(targets)]
-		attempt++
-		return etcdclient.UnderLock(ctx, lock, func(ctx context.Context) error {
-			return r.call(ctx, a, endpoint, added)
-		})
-	})
-}
-
-func (r *Reconciler) call(ctx context.Context, a Action, endpoint string, added *uint64) error {
-	switch a.Kind {
-	case ActionAddLearner:
-		resp, err := r.Cluster.MemberAddAsLearner(ctx, endpoint, a.PeerURL)
-		if err == nil && added != nil && resp.Member != nil {
-			*added = resp.Member.ID
-		}
-		return err
-	case ActionPromote:
-		return r.Cluster.MemberPromote(ctx, endpoint, a.MemberID)
-	case ActionRemove:
-		return r.Cluster.MemberRemove(ctx, endpoint, a.MemberID)
-	case ActionMoveLeader:
-		return r.Cluster.MoveLeader(ctx, endpoint, a.TransfereeID)
-	case ActionDisarm:
-		return r.Cluster.AlarmDisarm(ctx, endpoint, a.MemberID, alarmType(a.Alarm))
-	}
-	return fmt.Errorf("unknown action %q", a.Kind)
-}
-
-// writeTargets orders the endpoints a change is sent to: the leader first
-// (MoveLeader must reach it), then the other voters in raft; never the
-// member a removal is about.
-func writeTargets(view View, a Action) []string {
-	var leader, others []string
-	for _, m := range view.Members {
-		if !m.reachableVoter() || (a.Kind == ActionRemove && m.ID == a.MemberID) {
-			continue
-		}
-		if m.ID == view.LeaderID {
-			leader = append(leader, m.ClientURLs[0])
-		} else {
-			others = append(others, m.ClientURLs[0])
-		}
-	}
-	if a.Kind == ActionMoveLeader {
-		return leader
-	}
-	return append(leader, others...)
-}
-
 // agreement reads the agents' posts under the lock: this agent's own post
 // counts only when the Board has it with the list it plans with (else its
 // Since stays 0 and MakePlan makes no change: another agent could not see
@@ -417,9 +342,6 @@ func (r *Reconciler) logChange(a Action, res etcdclient.Result) {
 		r.Log.Info("membership change not yet possible; will retry", append(attrs, "error", res.Err)...)
 	}
 }
-
-// alarmType is etcd's alarm type of a name (NOSPACE, CORRUPT).
-func alarmType(name string) pb.AlarmType { return pb.AlarmType(pb.AlarmType_value[name]) }
 
 // Close releases the writer lock's session, and with it any lock.
 func (r *Reconciler) Close() { r.Locker.Close() }

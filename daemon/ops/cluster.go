@@ -14,6 +14,8 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
+
+	"github.com/etcdlet/etcdlet/daemon/membership"
 )
 
 // Etcd is the part of the etcd client pool the handlers use, each call
@@ -51,8 +53,9 @@ func (m Member) String() string {
 
 // Survey is the cluster as the handlers see it at one moment.
 type Survey struct {
-	Members []Member
-	Leader  uint64
+	ClusterID uint64
+	Members   []Member
+	Leader    uint64
 }
 
 // Voters are the members that are not learners.
@@ -66,26 +69,21 @@ func (s Survey) Voters() []Member {
 	return v
 }
 
-// Quorum is the number of voters a write needs.
-func (s Survey) Quorum() int { return len(s.Voters())/2 + 1 }
-
-// HealthyVotersBut counts the voters that answered, leaving out one.
-func (s Survey) HealthyVotersBut(id uint64) int {
-	n := 0
-	for _, m := range s.Voters() {
-		if m.ID != id && healthy(m.Status) {
-			n++
+// Observation is the survey as the membership rule book reads it: each
+// member's health judged as the agents judge it. An alarm does not make a
+// member unhealthy there, which matters here: a NOSPACE alarm is what a
+// compaction and a defragmentation are there to clear.
+func (s Survey) Observation() membership.Observation {
+	members := make([]membership.Surveyed, len(s.Members))
+	for i, m := range s.Members {
+		members[i] = membership.Surveyed{Member: membership.Member{ID: m.ID, Name: m.Name, IsLearner: m.Learner},
+			Status: m.Status, Err: m.StatusErr}
+		if m.ClientURL != "" {
+			members[i].ClientURLs = []string{m.ClientURL}
 		}
 	}
-	return n
+	return membership.ObservationOf(s.ClusterID, members)
 }
-
-// healthy tells a member that answered its status and follows a leader.
-// Its Errors are not the test: besides "no leader" they list the
-// cluster's raised alarms (every member lists every member's), which say
-// nothing of this member, and a NOSPACE alarm is what a compaction and a
-// defragmentation are there to clear.
-func healthy(st *pb.StatusResponse) bool { return st != nil && st.Leader != 0 }
 
 // Member returns a member by ID.
 func (s Survey) Member(id uint64) (Member, bool) {
@@ -127,7 +125,7 @@ func (s Surveyor) Survey(ctx context.Context) (Survey, error) {
 	if list == nil {
 		return Survey{}, fmt.Errorf("%w: %w", ErrNoQuorum, errors.Join(errs...))
 	}
-	var sv Survey
+	sv := Survey{ClusterID: list.Header.ClusterId}
 	var term uint64
 	for _, m := range list.Members {
 		member := Member{ID: m.ID, Name: m.Name, Learner: m.IsLearner}

@@ -11,6 +11,7 @@ import (
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 
+	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/task"
 )
 
@@ -108,8 +109,8 @@ func (d *defrag) Admit(ctx context.Context) task.Result {
 	if err != nil {
 		return task.Result{Error: err, Code: CodeNoQuorum}
 	}
-	if healthy := sv.HealthyVotersBut(0); healthy < sv.Quorum() {
-		return task.Result{Error: fmt.Errorf("%d of %d voters answer, quorum needs %d", healthy, len(sv.Voters()), sv.Quorum()), Code: CodeNoQuorum}
+	if err := sv.Observation().HasQuorum(); err != nil {
+		return task.Result{Error: err, Code: CodeNoQuorum}
 	}
 	if !d.allowUnavailable && len(sv.Voters()) < 3 {
 		return task.Result{Code: CodeWouldLoseQuorum, Error: fmt.Errorf("a %d-member cluster loses quorum while one member defragments; set %s=true to accept that writes stall meanwhile", len(sv.Voters()), ParamAllowUnavailable)}
@@ -214,9 +215,9 @@ func (d *defrag) one(ctx context.Context, sv Survey, m Member) (task.Result, boo
 			Reason: fmt.Sprintf("%.0f%% free, below the threshold of %.0f%%", 100*free, 100*d.threshold)}, m), true
 	}
 	// Safety: the others alone must keep quorum while this one stalls.
-	if others := sv.HealthyVotersBut(m.ID); others < sv.Quorum() && !d.allowUnavailable {
+	if err := sv.Observation().MayStop(m.ID); err != nil && !d.allowUnavailable {
 		return task.Result{Requeue: true, Code: CodeWouldLoseQuorum,
-			Error: fmt.Errorf("defragmenting %s now would leave %d healthy voters, quorum needs %d; waiting", m, others, sv.Quorum())}, false
+			Error: fmt.Errorf("defragmenting %s now: %w; waiting", m, err)}, false
 	}
 	if m.ID == sv.Leader && len(sv.Voters()) > 1 {
 		if err := d.moveLeader(ctx, sv, m); err != nil {
@@ -235,7 +236,7 @@ func (d *defrag) one(ctx context.Context, sv Survey, m Member) (task.Result, boo
 	if res := d.record(MemberOutcome{Member: m.String(), Action: "defragmented", Before: size}, m); res.Error != nil {
 		return res, true
 	}
-	after, err := d.waitHealthy(ctx, m)
+	after, err := d.waitHealthy(ctx, sv.ClusterID, m)
 	if err != nil {
 		return task.Result{Requeue: true, Code: CodeDefragment, Error: err}, false
 	}
@@ -252,23 +253,15 @@ func (d *defrag) record(o MemberOutcome, m Member) task.Result {
 	return task.Result{}
 }
 
-// moveLeader hands leadership to a healthy follower: one already
-// defragmented if there is one (it will not stall again in this task),
-// else the one with the highest applied index.
+// moveLeader hands leadership to the follower the rule book picks,
+// preferring one already defragmented (it will not stall again in this
+// task).
 func (d *defrag) moveLeader(ctx context.Context, sv Survey, leader Member) error {
-	var to *Member
-	for _, m := range sv.Voters() {
-		if m.ID == leader.ID || !healthy(m.Status) {
-			continue
-		}
-		if to == nil || (d.done(m) && !d.done(*to)) ||
-			(d.done(m) == d.done(*to) && m.Status.RaftAppliedIndex > to.Status.RaftAppliedIndex) {
-			to = &m
-		}
+	t, ok := sv.Observation().Transferee(leader.ID, nil, func(m membership.Member) bool { return d.done(Member{ID: m.ID}) })
+	if !ok {
+		return fmt.Errorf("no follower can take leadership from %s", leader)
 	}
-	if to == nil {
-		return fmt.Errorf("no follower answers to take leadership from %s", leader)
-	}
+	to, _ := sv.Member(t.ID)
 	d.env.Report(fmt.Sprintf("moving leadership from %s to %s before defragmenting it", leader, to))
 	cctx, cancel := context.WithTimeout(ctx, d.survey.CallTimeout*5)
 	defer cancel()
@@ -278,17 +271,17 @@ func (d *defrag) moveLeader(ctx context.Context, sv Survey, leader Member) error
 	return nil
 }
 
-// waitHealthy waits until the member answers again, follows a leader, and
+// waitHealthy waits until the member answers again, in raft as itself, and
 // has applied what it committed (within a small slack): it caught up with
 // what the cluster did while it stalled.
-func (d *defrag) waitHealthy(ctx context.Context, m Member) (*pb.StatusResponse, error) {
+func (d *defrag) waitHealthy(ctx context.Context, clusterID uint64, m Member) (*pb.StatusResponse, error) {
 	deadline := time.Now().Add(d.catchUp)
 	var last error
 	for {
 		cctx, cancel := context.WithTimeout(ctx, d.survey.CallTimeout)
 		st, err := d.etcd.Status(cctx, m.ClientURL)
 		cancel()
-		if err == nil && healthy(st) && st.RaftAppliedIndex+1000 >= st.RaftIndex {
+		if err == nil && membership.StatusHealth(st, clusterID, m.ID, m.ClientURL).Problem == "" && st.RaftAppliedIndex+1000 >= st.RaftIndex {
 			return st, nil
 		}
 		last = errors.Join(err, fmt.Errorf("errors %v, applied %d of %d", st.GetErrors(), st.GetRaftAppliedIndex(), st.GetRaftIndex()))
