@@ -5,6 +5,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/ops"
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
 	"github.com/etcdlet/etcdlet/daemon/task"
@@ -137,7 +138,7 @@ func (o *opsTasks) recordedDue(ctx context.Context, typ string, interval time.Du
 	defer cli.Close()
 	cctx, cancel := context.WithTimeout(ctx, o.cfg.Agent.CallTimeout)
 	defer cancel()
-	resp, err := cli.Get(cctx, scheduleKey(o.cfg.Cluster.Name, typ))
+	resp, err := cli.Get(cctx, etcdclient.ScheduleKey(o.cfg.Cluster.Name, typ))
 	if err != nil {
 		o.log.Warn("cannot read when the scheduled task last ran; it waits", "type", typ, "error", err)
 		return false
@@ -157,7 +158,7 @@ func (o *opsTasks) record(ctx context.Context, typ string, at time.Time) {
 	defer cli.Close()
 	cctx, cancel := context.WithTimeout(ctx, o.cfg.Agent.CallTimeout)
 	defer cancel()
-	if _, err := cli.Put(cctx, scheduleKey(o.cfg.Cluster.Name, typ), at.UTC().Format(time.RFC3339)); err != nil {
+	if _, err := cli.Put(cctx, etcdclient.ScheduleKey(o.cfg.Cluster.Name, typ), at.UTC().Format(time.RFC3339)); err != nil {
 		o.log.Warn("cannot record the scheduled task's run; another agent may repeat it", "type", typ, "error", err)
 	}
 }

@@ -50,12 +50,6 @@ type opsTasks struct {
 	scheduleWaiting atomic.Int32
 }
 
-// TaskLockKey is the etcd key of the cluster-wide task lock; ScheduleKey
-// records when a scheduled defrag or compaction last succeeded.
-func TaskLockKey(cluster string) string { return "/etcdlet/" + cluster + "/task-lock" }
-
-func scheduleKey(cluster, typ string) string { return "/etcdlet/" + cluster + "/tasks/last/" + typ }
-
 func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m *metrics.Metrics, events kube.Recorder, endpoints func() []string, node string) (*opsTasks, error) {
 	log = log.With("component", "tasks")
 	o := &opsTasks{cfg: cfg, log: log, pool: pool, metrics: m,
@@ -87,7 +81,7 @@ func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m 
 	o.runner = &task.Runner{
 		Registry: reg, Store: task.FileStore{State: state.Store{Dir: cfg.Agent.StateDir}}, Node: node, Log: log,
 		RequeueInterval: cfg.Tasks.RequeueInterval,
-		Locker: &task.EtcdLocker{Key: TaskLockKey(cfg.Cluster.Name), TTL: cfg.Tasks.LockTTL, CallTimeout: cfg.Agent.CallTimeout,
+		Locker: &task.EtcdLocker{Key: etcdclient.TaskLockKey(cfg.Cluster.Name), TTL: cfg.Tasks.LockTTL, CallTimeout: cfg.Agent.CallTimeout,
 			Client: func() (*clientv3.Client, error) { return o.client() }},
 		OnTransition: func(t task.Task, from task.Phase) { o.transitioned(t, events) },
 	}

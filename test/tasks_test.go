@@ -21,7 +21,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
-	"github.com/etcdlet/etcdlet/daemon"
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
 	"github.com/etcdlet/etcdlet/daemon/task"
 	"github.com/etcdlet/etcdlet/test/harness"
@@ -196,7 +196,7 @@ func TestSnapshotsToS3(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := cli.Put(t.Context(), daemon.TaskLockKey("etcd-main"), string(b), clientv3.WithLease(lease.ID)); err != nil {
+		if _, err := cli.Put(t.Context(), etcdclient.TaskLockKey("etcd-main"), string(b), clientv3.WithLease(lease.ID)); err != nil {
 			t.Fatal(err)
 		}
 		out, err := runTaskCLI(t, c, 2, "snapshot")

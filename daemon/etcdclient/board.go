@@ -7,12 +7,6 @@ import (
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// ClusterKeys is the prefix of the keys where the agents of one cluster
-// coordinate: the writer lock and the Board. It derives from the cluster's
-// ID, not from cluster.name, which a misconfigured node can get wrong; the
-// "_" cannot appear in a cluster name, so no name's keys collide with it.
-func ClusterKeys(clusterID uint64) string { return fmt.Sprintf("/etcdlet/_id/%x/", clusterID) }
-
 // Board is the agents' notice board in a cluster's keyspace (under
 // ClusterKeys). An agent posts what others must know before they act (the
 // member list it acts on) on its session's lease, so that a post goes when

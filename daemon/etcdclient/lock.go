@@ -129,13 +129,6 @@ func (l *SessionLocker) TryLock(ctx context.Context, endpoints []string, cluster
 	return &sessionLock{locker: l, session: session, mutex: mutex}, nil
 }
 
-// WriterLockKey is the prefix of the agents' writer lock of a cluster:
-// the etcd mutex's keys are this prefix, a slash, and each contender's
-// lease ID in hex. It derives from the cluster's ID, never its name: a
-// node configured with another cluster.name that reaches this cluster
-// contends for the same lock.
-func WriterLockKey(clusterID uint64) string { return ClusterKeys(clusterID) + "membership-lock" }
-
 // LockHolder is what a writer lock key's value says about its holder.
 // etcd records no time and no owner of a key, so the holder writes them.
 type LockHolder struct {

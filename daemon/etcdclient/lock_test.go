@@ -92,17 +92,10 @@ func TestRemainingSaysWhenTheLockIsLost(t *testing.T) {
 // The lock key says who holds it and since when (etcd keeps neither), and
 // writing that does not make the holder doubt its own lock.
 func TestTheLockKeyNamesItsHolder(t *testing.T) {
-	members := etcdtest.Start(t, 1)
-	endpoints := etcdtest.ClientURLs(members)
-	a := locker(t)
-	a.Holder = "etcd-main-192.0.2.1"
-	ctx := context.Background()
 	before := time.Now()
-	lock, err := a.TryLock(ctx, endpoints, members[0].ClusterID())
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, kv := lockKeyValue(t, endpoints, members[0].ClusterID())
+	members, lock := heldLock(t, "etcd-main-192.0.2.1")
+	ctx := context.Background()
+	_, kv := lockKeyValue(t, etcdtest.ClientURLs(members), members[0].ClusterID())
 	h, ok := etcdclient.ParseLockHolder(kv.Value)
 	if !ok || h.Holder != "etcd-main-192.0.2.1" || h.PID != os.Getpid() || h.Host == "" || h.Acquired.Before(before.Add(-time.Second)) {
 		t.Errorf("holder %+v (ok %v) from value %q", h, ok, kv.Value)
@@ -178,4 +171,18 @@ func TestUnderLockFitsTheCallInTheLease(t *testing.T) {
 			}
 		})
 	}
+}
+
+// heldLock starts a one-member cluster and takes its writer lock as
+// holder.
+func heldLock(t *testing.T, holder string) ([]*etcdtest.Member, etcdclient.Lock) {
+	t.Helper()
+	members := etcdtest.Start(t, 1)
+	a := locker(t)
+	a.Holder = holder
+	lock, err := a.TryLock(context.Background(), etcdtest.ClientURLs(members), members[0].ClusterID())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return members, lock
 }

@@ -14,6 +14,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
 	"github.com/etcdlet/etcdlet/daemon/task"
 )
@@ -97,14 +98,10 @@ type snapshotProgress struct {
 	Uploading *snapshot.Snapshot `json:"uploading,omitempty"`
 }
 
-// AgentKeyPrefix holds etcdlet's own coordination keys in the keyspace:
-// the task lock, the membership writer lock, the schedule records.
-const AgentKeyPrefix = "/etcdlet/"
-
 // IsAgentKey tells etcdlet's own keys: they change whenever a task runs
 // (the task lock), so a delta of nothing but them has no news, and a
 // restored cluster drops them (they hold the old cluster's locks).
-func IsAgentKey(key []byte) bool { return strings.HasPrefix(string(key), AgentKeyPrefix) }
+func IsAgentKey(key []byte) bool { return strings.HasPrefix(string(key), etcdclient.AgentKeyPrefix) }
 
 func (s *snapshotTask) Admit(ctx context.Context) task.Result {
 	if s.deps.Store == nil {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/ops"
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
@@ -111,7 +112,7 @@ func Run(ctx context.Context, cfg *config.Config, store snapshot.Store, p Plan, 
 	}
 	err = snapshot.Restore(ctx, snapshot.RestoreOptions{Store: store, Full: p.Full, Deltas: p.Deltas, DataDir: staging,
 		Name: p.Self.Name, PeerURL: p.Self.PeerURL, InitialClusterToken: cfg.BootstrapToken() + "-restored-" + now.UTC().Format("20060102T150405Z"),
-		TempDir: filepath.Dir(staging), Log: log, DropPrefixes: []string{ops.AgentKeyPrefix}})
+		TempDir: filepath.Dir(staging), Log: log, DropPrefixes: []string{etcdclient.AgentKeyPrefix}})
 	if err != nil {
 		return "", err
 	}
