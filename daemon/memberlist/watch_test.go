@@ -3,6 +3,7 @@ package memberlist
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlet/etcdlet/internal/eventually"
 	"github.com/fsnotify/fsnotify"
 )
 
@@ -105,22 +107,16 @@ func configMapUpdate(t *testing.T, dir, old, next, content string) {
 // generous deadline proves the watch as well as a tight one would.
 const watchDeadline = 10 * time.Second
 
-// waitFor waits until cond holds, waking on every list change, and fails
-// the test at the deadline.
+// waitFor waits until cond holds, and fails the test at the deadline with
+// the list as it stands.
 func waitFor(t *testing.T, s *Source, within time.Duration, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.NewTimer(within)
-	defer deadline.Stop()
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		select {
-		case <-s.Changes():
-		case <-tick.C:
-		case <-deadline.C:
-			t.Fatalf("%s: not within %v (list %q, error %v)", what, within, current(s), s.Err())
+	eventually.Nil(t, within, what, func() error {
+		if cond() {
+			return nil
 		}
-	}
+		return fmt.Errorf("list %q, error %v", current(s), s.Err())
+	})
 }
 
 // watched starts a source on path, reads it once and starts its watch.

@@ -18,6 +18,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/internal/etcdtest"
 	"github.com/etcdlet/etcdlet/daemon/ops"
 	"github.com/etcdlet/etcdlet/daemon/task"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 const callTimeout = 2 * time.Second
@@ -173,28 +174,12 @@ func (r *recorder) lastCheckpoint() json.RawMessage {
 	return r.checkpoints[len(r.checkpoints)-1]
 }
 
-// eventually polls cond until it holds or the deadline passes.
-func eventually(t testing.TB, within time.Duration, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s not within %s: %v", what, within, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-}
-
 // leaderOf is the leader as the members' servers know it (not through
 // the code under test); it waits until they agree on one.
 func leaderOf(t testing.TB, members []*etcdtest.Member) uint64 {
 	t.Helper()
 	var lead uint64
-	eventually(t, 10*time.Second, "the members agree on a leader", func() error {
+	eventually.Nil(t, 10*time.Second, "the members agree on a leader", func() error {
 		lead = 0
 		for _, m := range members {
 			l := uint64(m.Etcd.Server.Leader())
@@ -284,7 +269,7 @@ func fragment(t testing.TB, cli *clientv3.Client, e ops.Etcd, endpoints []string
 		deleted -= (keys + keepEvery - 1) / keepEvery
 	}
 	wantFree := int64(deleted) * int64(valueSize) / 2
-	eventually(t, 30*time.Second, "every member shows the deleted keys' space free", func() error {
+	eventually.Nil(t, 30*time.Second, "every member shows the deleted keys' space free", func() error {
 		for _, ep := range endpoints {
 			st, err := e.Status(ctx, ep)
 			if err != nil {

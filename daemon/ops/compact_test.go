@@ -14,6 +14,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/internal/etcdtest"
 	"github.com/etcdlet/etcdlet/daemon/ops"
 	"github.com/etcdlet/etcdlet/daemon/task"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 func newCompact(t testing.TB, s ops.Surveyor, params map[string]string) task.Handler {
@@ -46,7 +47,7 @@ func TestCompaction(t *testing.T) {
 	}
 	rev := resp.Header.Revision
 	// every member has applied it (the handler reads a follower's revision)
-	eventually(t, 10*time.Second, "every member reaches revision "+strconv.FormatInt(rev, 10), func() error {
+	eventually.Nil(t, 10*time.Second, "every member reaches revision "+strconv.FormatInt(rev, 10), func() error {
 		for _, ep := range urls {
 			st, err := spy.Status(ctx, ep)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 // A placement puts something other than etcdlet's regular file at a
@@ -104,7 +105,7 @@ func TestForeignFilesAreReplacedNotRead(t *testing.T) {
 			t.Run("watched and reverted", func(t *testing.T) {
 				_, rec, path := running(t, true)
 				check := p.place(t, path, t.TempDir())
-				eventually(t, "reverted", func() bool { return readNoFollow(path) == want && rec.count(Reverted) == 1 })
+				eventually.True(t, deadline, "reverted", func() bool { return readNoFollow(path) == want && rec.count(Reverted) == 1 })
 				if d := rec.last().Diff; !strings.Contains(d, path+" "+p.found) || !strings.Contains(d, "not read, so no diff") {
 					t.Errorf("the report does not say what was found (%q):\n%s", p.found, d)
 				}
@@ -166,7 +167,7 @@ func TestForeignFilesAreReplacedNotRead(t *testing.T) {
 			t.Run("protection off: reported once, left", func(t *testing.T) {
 				g, rec, path := running(t, false)
 				check := p.place(t, path, t.TempDir())
-				eventually(t, "reported", func() bool { return rec.count(Allowed) == 1 })
+				eventually.True(t, deadline, "reported", func() bool { return rec.count(Allowed) == 1 })
 				within(t, "Check", func() { g.Check(); g.Check() })
 				if n := rec.count(Allowed); n != 1 {
 					t.Errorf("reported %d times", n)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 const annotation = "etcdlet.io/disable-protection"
@@ -74,17 +76,6 @@ func runningSettle(t *testing.T, enabled bool, settle time.Duration) (*Guard, *r
 // figure, so that a loaded machine does not fail a guard that works.
 const deadline = 30 * time.Second
 
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for !cond() {
-		if time.Now().After(end) {
-			t.Fatalf("%s: not within %s", what, deadline)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func content(path string) string {
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -100,7 +91,7 @@ func TestEditDeleteAndModeAreReverted(t *testing.T) {
 	if err := os.WriteFile(path, []byte("image: evil\nname: etcd\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "edit reverted", func() bool { return content(path) == want && rec.count(Reverted) == 1 })
+	eventually.True(t, deadline, "edit reverted", func() bool { return content(path) == want && rec.count(Reverted) == 1 })
 	if d := rec.last().Diff; !strings.Contains(d, "-image: etcd\n+image: evil\n") {
 		t.Errorf("the report's diff does not show the edit:\n%s", d)
 	}
@@ -108,7 +99,7 @@ func TestEditDeleteAndModeAreReverted(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deletion restored", func() bool { return content(path) == want && rec.count(Restored) == 1 })
+	eventually.True(t, deadline, "deletion restored", func() bool { return content(path) == want && rec.count(Restored) == 1 })
 	if d := rec.last().Diff; !strings.Contains(d, "+++ /dev/null") {
 		t.Errorf("a deletion's diff should end in /dev/null:\n%s", d)
 	}
@@ -116,12 +107,12 @@ func TestEditDeleteAndModeAreReverted(t *testing.T) {
 	if err := os.RemoveAll(filepath.Dir(path)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "removed directory restored", func() bool { return content(path) == want && rec.count(Restored) == 2 })
+	eventually.True(t, deadline, "removed directory restored", func() bool { return content(path) == want && rec.count(Restored) == 2 })
 
 	if err := os.Chmod(path, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "mode put back", func() bool { return modeOf(path) == 0o600 })
+	eventually.True(t, deadline, "mode put back", func() bool { return modeOf(path) == 0o600 })
 	if rec.count(Allowed) != 0 {
 		t.Error("nothing may be allowed with protection on and no opt-out")
 	}
@@ -134,7 +125,7 @@ func TestOptOutLeavesTheFileToTheOperator(t *testing.T) {
 	if err := os.WriteFile(path, []byte(theirs), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "reported as allowed", func() bool { return rec.count(Allowed) == 1 })
+	eventually.True(t, deadline, "reported as allowed", func() bool { return rec.count(Allowed) == 1 })
 	g.Check()
 	g.Check()
 	if rec.count(Allowed) != 1 {
@@ -150,7 +141,7 @@ func TestOptOutLeavesTheFileToTheOperator(t *testing.T) {
 	if err := os.WriteFile(path, []byte("image: debug\nname: etcd\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "reverted after the annotation went", func() bool { return content(path) == mine && rec.count(Reverted) == 1 })
+	eventually.True(t, deadline, "reverted after the annotation went", func() bool { return content(path) == mine && rec.count(Reverted) == 1 })
 }
 
 // An operator writing the file in place (truncate, then write in pieces,
@@ -180,7 +171,7 @@ func TestInPlaceWriteIsJudgedWhenFinished(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the finished write reported as allowed", func() bool { return rec.count(Allowed) == 1 })
+	eventually.True(t, deadline, "the finished write reported as allowed", func() bool { return rec.count(Allowed) == 1 })
 	if got := content(path); got != theirs {
 		t.Fatalf("the operator's in-place write was cut off or reverted; found:\n%s", got)
 	}
@@ -198,7 +189,7 @@ func TestProtectionOffLeavesChanges(t *testing.T) {
 	if err := os.WriteFile(path, []byte(edited), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "reported as allowed", func() bool { return rec.count(Allowed) == 1 })
+	eventually.True(t, deadline, "reported as allowed", func() bool { return rec.count(Allowed) == 1 })
 	if content(path) != edited {
 		t.Fatal("an edit was reverted with protection off")
 	}
@@ -213,7 +204,7 @@ func TestProtectionOffLeavesChanges(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "deletion reported", func() bool { return rec.count(Allowed) == 2 })
+	eventually.True(t, deadline, "deletion reported", func() bool { return rec.count(Allowed) == 2 })
 	if _, err := os.Stat(path); err == nil {
 		t.Error("a deletion was undone with protection off")
 	}

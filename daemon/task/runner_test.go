@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/state"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 // memLocker is the cluster-wide lock in memory: pure logic tests of the
@@ -267,7 +268,7 @@ func TestOneTaskAtATime(t *testing.T) {
 	})
 	f.start(t)
 	first := submit(t, f.runner, nil)
-	waitFor(t, func() bool { task, _ := f.runner.Get(first.ID); return task.Phase == InProgress })
+	eventually.True(t, 10*time.Second, "the task to run", func() bool { task, _ := f.runner.Get(first.ID); return task.Phase == InProgress })
 
 	t.Run("a second task on the same node is rejected, naming the first", func(t *testing.T) {
 		second, ok, err := f.runner.Submit(Request{Type: "work"})
@@ -295,7 +296,7 @@ func TestCancel(t *testing.T) {
 	})
 	f.start(t)
 	task := submit(t, f.runner, nil)
-	waitFor(t, func() bool { got, _ := f.runner.Get(task.ID); return got.Phase == InProgress })
+	eventually.True(t, 10*time.Second, "the task to run", func() bool { got, _ := f.runner.Get(task.ID); return got.Phase == InProgress })
 	if _, err := f.runner.Cancel(task.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -356,16 +357,5 @@ func TestHistoryIsBounded(t *testing.T) {
 	}
 	if tasks, _ := f.runner.List(); len(tasks) != MaxHistory {
 		t.Errorf("%d tasks kept, want %d", len(tasks), MaxHistory)
-	}
-}
-
-func waitFor(t *testing.T, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatal("condition not met within 10s")
-		}
-		time.Sleep(5 * time.Millisecond)
 	}
 }

@@ -18,6 +18,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 // TB is the part of testing.TB the harness needs, so the benchmark
@@ -431,21 +433,11 @@ func (c *Cluster) StopAll() {
 	}
 }
 
-// Eventually polls cond every 50ms until it returns nil or the deadline
-// passes; then it fails the test with cond's last error.
+// Eventually waits until cond returns nil, and at the deadline fails the
+// test with cond's last error (internal/eventually).
 func Eventually(t TB, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for {
-		if err = cond(); err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s: %v", what, timeout, err)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	eventually.Nil(t, timeout, what, cond)
 }
 
 // freePorts finds five ports free on every given address.

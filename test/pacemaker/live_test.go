@@ -12,6 +12,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/pacemaker"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/runner"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/status"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 	etcdv1 "github.com/openshift/api/etcd/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -142,17 +143,25 @@ func collector(t testing.TB, n *liveNode) *pacemaker.Collector {
 	return c
 }
 
-// waitFor polls check every 250 ms until it holds or the deadline passes.
+// waitFor waits until check holds; at the deadline it fails with the last
+// status. check runs pacemaker's tools: at most one try every 250ms.
 func waitFor(t testing.TB, within time.Duration, what string, check func() bool, state func() string) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for !check() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; last status:\n%s", within, what, state())
+	var last time.Time
+	eventually.Nil(t, within, what, func() error {
+		time.Sleep(time.Until(last.Add(250 * time.Millisecond)))
+		last = time.Now()
+		if check() {
+			return nil
 		}
-		time.Sleep(250 * time.Millisecond)
-	}
+		return lastStatus(state)
+	})
 }
+
+// lastStatus asks for the status only when the failure is reported.
+type lastStatus func() string
+
+func (s lastStatus) Error() string { return "last status:\n" + s() }
 
 // cond returns the condition at path ("" cluster, "<node>",
 // "<node>/resource/<name>").

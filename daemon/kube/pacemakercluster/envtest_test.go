@@ -16,6 +16,7 @@ import (
 
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/status"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 	"github.com/etcdlet/etcdlet/test/envtest"
 )
 
@@ -68,7 +69,7 @@ func (f *fixture) reset(t *testing.T) {
 	if err := f.env.Client.Delete(t.Context(), obj); client.IgnoreNotFound(err) != nil {
 		t.Fatalf("delete the singleton: %v", err)
 	}
-	waitFor(t, 10*time.Second, "the singleton to be deleted", func() bool {
+	eventually.True(t, 10*time.Second, "the singleton to be deleted", func() bool {
 		err := f.env.Client.Get(t.Context(), client.ObjectKey{Name: status.ObjectName}, f.newObj())
 		return apierrors.IsNotFound(err)
 	})
@@ -136,18 +137,6 @@ func (f *fixture) lastUpdated(t *testing.T) time.Time {
 		t.Fatal("the singleton has no status")
 	}
 	return s.LastUpdated.Time
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(t *testing.T, within time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(within)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", within, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // recording records the objects sent to Create.

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdlet/etcdlet/daemon/kube"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 // flaky fails the first failGets GETs like an unreachable API server.
@@ -46,7 +47,7 @@ func testRun(t *testing.T, f *fixture) {
 	w.Offer(Input{Built: built(t, f.version, cluster("a"), time.Now(), nil), IsDC: true})
 
 	var first time.Time
-	waitFor(t, 10*time.Second, "the first write", func() bool {
+	eventually.True(t, 10*time.Second, "the first write", func() bool {
 		_, s, writer, _ := f.lookup(t)
 		if s == nil || writer != "a" {
 			return false
@@ -59,11 +60,11 @@ func testRun(t *testing.T, f *fixture) {
 	}
 	// The object is visible before the writer's goroutine records the
 	// success of the call that stored it.
-	waitFor(t, 5*time.Second, "the tracker to record the success after the failures", func() bool {
+	eventually.True(t, 5*time.Second, "the tracker to record the success after the failures", func() bool {
 		st := w.o.Tracker.State()
 		return st.Failures == 0 && !st.LastSuccess.IsZero()
 	})
-	waitFor(t, 10*time.Second, "a refresh without a new offer", func() bool {
+	eventually.True(t, 10*time.Second, "a refresh without a new offer", func() bool {
 		return f.lastUpdated(t).After(first)
 	})
 

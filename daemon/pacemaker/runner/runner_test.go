@@ -30,7 +30,18 @@ const pidFileEnv = "ETCDLET_RUNNER_PIDFILE"
 func TestMain(m *testing.M) {
 	switch os.Getenv(helperEnv) {
 	case "":
-		os.Exit(m.Run())
+		// Under go test -cover the helper is a coverage build too, and
+		// without a GOCOVERDIR it warns on its stderr at exit, which the
+		// tests read: give it a directory of its own.
+		dir, err := os.MkdirTemp("", "runner-helper-cover")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(1)
+		}
+		helperCoverDir = dir
+		code := m.Run()
+		os.RemoveAll(dir)
+		os.Exit(code)
 	case "echo":
 		fmt.Printf("args=%s extra=%s", strings.Join(os.Args[1:], ","), os.Getenv("EXTRA"))
 		fmt.Fprint(os.Stderr, "some diagnostics")
@@ -66,8 +77,11 @@ func TestMain(m *testing.M) {
 	}
 }
 
+// helperCoverDir is the helpers' GOCOVERDIR.
+var helperCoverDir string
+
 func helper(mode string, args ...string) Command {
-	return Command{Path: os.Args[0], Args: args, Env: []string{helperEnv + "=" + mode}}
+	return Command{Path: os.Args[0], Args: args, Env: []string{helperEnv + "=" + mode, "GOCOVERDIR=" + helperCoverDir}}
 }
 
 func TestExecPassesArgsEnvAndExitCode(t *testing.T) {
