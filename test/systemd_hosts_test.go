@@ -22,6 +22,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
@@ -427,21 +428,30 @@ func lastLines(s string, n int) string {
 // cost).
 func waitOnUnitHosts(t *testing.T, timeout time.Duration, what string, hosts []*sdHost, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		err := cond()
-		if err == nil {
-			return
+	var last time.Time
+	eventually.Nil(t, timeout, what, func() error {
+		time.Sleep(time.Until(last.Add(unitPollEvery)))
+		last = time.Now()
+		if err := cond(); err != nil {
+			return withJournals{err, hosts}
 		}
-		if time.Now().After(deadline) {
-			var journals strings.Builder
-			for _, h := range hosts {
-				fmt.Fprintf(&journals, "\n--- host %d (%s), journalctl -u etcdlet:\n%s", h.n, h.ip, h.journal())
-			}
-			t.Fatalf("%s: not true within %s: %v%s", what, timeout, err, journals.String())
-		}
-		time.Sleep(unitPollEvery)
+		return nil
+	})
+}
+
+// withJournals is a wait's last error, which reads the hosts' journals
+// only when the failure is reported.
+type withJournals struct {
+	err   error
+	hosts []*sdHost
+}
+
+func (w withJournals) Error() string {
+	var journals strings.Builder
+	for _, h := range w.hosts {
+		fmt.Fprintf(&journals, "\n--- host %d (%s), journalctl -u etcdlet:\n%s", h.n, h.ip, h.journal())
 	}
+	return w.err.Error() + journals.String()
 }
 
 // forUnitHosts runs f(1), …, f(n) at once, for the slow host set-up (unpack,
