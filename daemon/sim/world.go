@@ -41,9 +41,8 @@ type world struct {
 	// faults armed for the agent pass under way
 	armed faults
 	// per-step bookkeeping for the invariants
-	stepFaulty bool
-	adds       int            // instances created by an agent's bootstrap
-	applied    map[string]int // membership changes applied, by kind
+	adds    int            // instances created by an agent's bootstrap
+	applied map[string]int // membership changes applied, by kind
 	// lastChange is, per address, the last add or removal of its member
 	// and the list its agent held: for the invariant that agents whose
 	// lists differ never undo each other's changes.

@@ -3,7 +3,6 @@ package druid
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -141,10 +140,6 @@ func (r *LeaseRenewer) Run(ctx context.Context) {
 		}
 	}
 }
-
-// errNotRenewed marks a step that found nothing to renew for (the local
-// member not running, say): not an API failure, so no backoff.
-var errNotRenewed = errors.New("not renewed")
 
 // Step asks the local member and renews the Lease when its holder
 // identity changed or the heartbeat is due. It returns an error only for
