@@ -6,6 +6,7 @@ package localmember
 
 import (
 	"fmt"
+	"net/netip"
 	"slices"
 	"strings"
 
@@ -292,7 +293,17 @@ func decideWithData(in Inputs) Decision {
 			membership.IDString(in.Pinned), membership.IDString(v.ClusterID), toJoin(v.ClusterID, in.Pinned)), Refusal: RefuseForeignData}
 	}
 	if in.LocalID != 0 {
-		if hasMember(v, in.LocalID) {
+		if m, ok := v.Member(in.LocalID); ok {
+			if at, moved := elsewhere(m, in.Self); moved {
+				// The node's address changed (or node.address names
+				// another): the data is the member's at the old address.
+				// Restarted here, it would publish this node's name on a
+				// member that keeps its old peer URL. It waits, whole,
+				// until the agents remove that member (an address no
+				// longer listed goes), then it is moved aside below.
+				return Decision{Kind: Wait, Reason: fmt.Sprintf("the local data is member %s's, whose peer URL is at %s, not at this node's address %s (did the node's IP change?); not restarted here: once that member is removed (the agents remove an address no longer listed), the data is moved aside and this node joins as a new member",
+					membership.IDString(m.ID), at, in.Self.IP)}
+			}
 			return restart
 		}
 		return Decision{Kind: MoveAside, Reason: fmt.Sprintf("member %s was removed from the cluster while this node was down; its data is stale", membership.IDString(in.LocalID))}
@@ -384,6 +395,23 @@ func withSelf(desired []identity.Member, self identity.Member) []identity.Member
 func hasMember(v membership.View, id uint64) bool {
 	_, ok := v.Member(id)
 	return ok
+}
+
+// elsewhere reports whether member m's peer URLs are all at another IP
+// than self's, and which: a port or scheme that differs is no move.
+func elsewhere(m membership.Member, self identity.Member) (netip.Addr, bool) {
+	var other netip.Addr
+	for _, u := range m.PeerURLs {
+		ip, ok := identity.IPFromURL(u)
+		if !ok {
+			continue
+		}
+		if ip.Unmap() == self.IP.Unmap() {
+			return netip.Addr{}, false
+		}
+		other = ip
+	}
+	return other, other.IsValid()
 }
 
 func memberWithPeerURL(v membership.View, peerURL string) (membership.Member, bool) {

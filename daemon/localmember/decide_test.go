@@ -173,6 +173,25 @@ func TestDecide(t *testing.T) {
 			in: Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: cluster}, want: Restart},
 		{name: "restart on data even when no longer listed, until the writer removes it",
 			in: Inputs{InList: false, Data: wal, LocalID: 3, Pinned: 0xc1, View: cluster}, want: Restart},
+		{name: "data of a member still at another address (the node's IP changed) waits, whole, for its removal",
+			in:   Inputs{InList: true, Data: wal, LocalID: 9, Pinned: 0xc1, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), started("192.0.2.9", 9))},
+			want: Wait, why: "peer URL is at 192.0.2.9, not at this node's address 192.0.2.3"},
+		{name: "the same for IPv6 addresses",
+			in: func() Inputs {
+				in := Inputs{InList: true, Data: wal, LocalID: 9, Pinned: 0xc1, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}
+				m := started("192.0.2.9", 9)
+				m.PeerURLs = []string{"https://[2001:db8::9]:2380"}
+				in.View.Members = append(in.View.Members, m)
+				return in
+			}(),
+			want: Wait, why: "peer URL is at 2001:db8::9"},
+		{name: "a member at this address under another port or scheme restarts (no move)",
+			in: func() Inputs {
+				m := started("192.0.2.3", 3)
+				m.PeerURLs = []string{"http://192.0.2.3:12380"}
+				return Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2), m)}
+			}(),
+			want: Restart},
 		{name: "data of a member removed while down is moved aside",
 			in:   Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))},
 			want: MoveAside, why: "removed from the cluster while this node was down"},
