@@ -23,22 +23,26 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/certs"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/httpserve"
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/kube/druid"
+	"github.com/etcdlet/etcdlet/daemon/kube/report"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/memberlist"
+	"github.com/etcdlet/etcdlet/daemon/memberrestart"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
 	"github.com/etcdlet/etcdlet/daemon/node"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker"
+	"github.com/etcdlet/etcdlet/daemon/pacemaker/status"
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
-	"github.com/etcdlet/etcdlet/daemon/state"
+	"github.com/etcdlet/etcdlet/daemon/tasks"
 	"github.com/etcdlet/etcdlet/systemd"
 )
 
@@ -62,12 +66,12 @@ type Agent struct {
 	peerTLS     *tls.Config  // the agent peer endpoint's, nil without peer TLS
 	peer        *http.Server // the agent peer endpoint, once the node address is known
 	reloads     chan reloadRequest
-	wakes       *consent.Wakes   // wake-ups from other agents, coalesced
-	pacemaker   *pacemakerHealth // nil unless pacemaker.enabled
-	report      *reporting       // the kubernetes section; drops Events without it
-	tasks       *opsTasks
-	certs       *certSide // the certificate expiry metric; member restarts after a renewal
-	token       string    // the task API's bearer token (TokenFile)
+	wakes       *consent.Wakes          // wake-ups from other agents, coalesced
+	pacemaker   *pacemaker.Health       // nil unless pacemaker.enabled
+	report      *report.Reporting       // the kubernetes section; drops Events without it
+	tasks       *tasks.Service          // ops tasks, their schedules and APIs
+	certs       *certs.Watch            // the certificate expiry metric
+	restarts    *memberrestart.Requests // member restarts after a renewal, which the loop carries out
 	notifier    *systemd.Notifier
 	health      healthState
 }
@@ -99,13 +103,13 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	// them there); the keeper of the Etcd resource's list reads them from it.
 	a.source = memberlist.New(cfg, log, st.AppliedList())
 	host, _ := os.Hostname()
-	if a.report, err = newReporting(cfg, a.source.Config, log, m, host); err != nil {
+	if a.report, err = report.New(cfg, a.source.Config, log, m, host); err != nil {
 		pool.Close()
 		return nil, err
 	}
-	events := a.report.events
+	events := a.report.Events()
 	a.runtime, a.guard = newRuntime(cfg, log, m, events)
-	a.report.setGuard(a.guard)
+	a.report.SetGuard(a.guard)
 	a.notifier = systemd.NewNotifier(log)
 	a.source.OnReload = func(source string, rejected error) {
 		m.ListReloads.WithLabelValues(map[bool]string{true: "accepted", false: "rejected"}[rejected == nil]).Inc()
@@ -120,24 +124,32 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 		Runtime: a.runtime, DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: store,
 		Peers: c.peers, List: a.source,
 		Detect: nodeaddr.Detect, Metrics: m,
-		OnChange: a.report.membershipEvent,
+		OnChange: a.report.MembershipEvent,
 		OnMoveAside: func(to, reason string) {
 			events.Eventf(corev1.EventTypeWarning, kube.ReasonDataDirMovedAside, "data dir %s moved aside to %s (kept, not deleted): %s", cfg.Etcd.DataDir, to, reason)
 		},
 	}, st)
 	c.peers.self = func() netip.Addr { return a.node.Self().IP }
-	if a.tasks, a.token, err = a.newTasks(host); err != nil {
+	// The tasks' etcd endpoints are the client URLs of the members of the
+	// list in force.
+	a.tasks, err = tasks.New(tasks.Options{Config: cfg, Log: log, Pool: pool, Metrics: m, Events: events, Node: host,
+		Endpoints: func() []string { return membership.ClientURLs(a.node.Last().Desired) }})
+	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	a.certs = a.newCertSide()
+	a.certs = certs.NewWatch(cfg, log, m)
+	a.restarts = memberrestart.NewRequests()
+	a.tasks.Register(memberrestart.Type(memberrestart.Deps{Requests: a.restarts, Self: a.node.Self, Status: pool.Status,
+		Config: cfg, Served: a.certs.Refresh}))
 	if cfg.Pacemaker.Enabled {
-		collector, err := pacemaker.NewCollector(cfg.Pacemaker, log.With("component", "pacemaker"))
+		plog := log.With("component", "pacemaker")
+		collector, err := pacemaker.NewCollector(cfg.Pacemaker, plog)
 		if err != nil {
 			pool.Close()
 			return nil, err
 		}
-		a.pacemaker = &pacemakerHealth{collector: collector}
+		a.pacemaker = pacemaker.NewHealth(collector, cfg.Pacemaker.Interval, m, plog)
 	}
 	if a.listener, a.listenerTLS, err = listenAgent(cfg.Agent); err != nil {
 		pool.Close()
@@ -181,11 +193,15 @@ func (a *Agent) Run(ctx context.Context) error {
 	defer stop()
 	srv := a.serveHTTP(&wg)
 	if a.pacemaker != nil {
-		wg.Go(func() { a.runPacemaker(loopCtx) })
+		wg.Go(func() {
+			a.pacemaker.Run(loopCtx, func(snap pacemaker.Snapshot, built status.Object) {
+				a.report.OfferPacemaker(snap, built, a.node.Self().IP)
+			})
+		})
 	}
-	a.report.start(loopCtx, &wg, a.localMember)
-	a.tasks.start(loopCtx, &wg)
-	a.certs.start(loopCtx, &wg)
+	a.report.Start(loopCtx, &wg, a.localMember)
+	a.tasks.Start(loopCtx, &wg)
+	wg.Go(func() { a.certs.Run(loopCtx) })
 	if a.guard != nil {
 		wg.Go(func() {
 			if err := a.guard.Run(loopCtx); err != nil {
@@ -218,7 +234,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.node.Progress()
 		case <-a.wakes.C():
 			a.node.Progress()
-		case req := <-a.certs.restarts:
+		case req := <-a.restarts.C():
 			a.restartMember(ctx, req)
 		case <-timer.C:
 		}
@@ -226,7 +242,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		a.health.passed(time.Now())
 		a.startPeerEndpoint(&wg)
 		if self := a.node.Self(); self.IP.IsValid() {
-			a.tasks.startAPI(&wg, self.IP.String())
+			a.tasks.StartAPI(&wg, self.IP.String())
 		}
 		a.notify()
 		if watchdog > 0 {
@@ -245,12 +261,12 @@ func (a *Agent) shutdown(srv *http.Server, wg *sync.WaitGroup, stop context.Canc
 	a.node.Close()
 	err := a.runtime.Close(ctx)
 	_ = srv.Shutdown(ctx)
-	a.tasks.shutdown(ctx)
+	a.tasks.Shutdown(ctx)
 	if a.peer != nil {
 		_ = a.peer.Shutdown(ctx)
 	}
 	wg.Wait()
-	a.report.stop()
+	a.report.Stop()
 	a.pool.Close()
 	if err != nil {
 		return fmt.Errorf("stop local member: %w", err)
@@ -306,21 +322,6 @@ func (a *Agent) localMember(ctx context.Context) (druid.LocalMember, error) {
 	return druid.LocalMember{IP: s.Self.IP, MemberID: h.GetMemberId(), ClusterID: h.GetClusterId(), Leader: st.Leader == h.GetMemberId()}, nil
 }
 
-// newTasks builds the task side; its etcd endpoints are the client URLs
-// of the members of the list in force.
-func (a *Agent) newTasks(host string) (*opsTasks, string, error) {
-	if err := os.MkdirAll(a.cfg.Agent.StateDir, 0o700); err != nil {
-		return nil, "", fmt.Errorf("create state dir: %w", err)
-	}
-	token, err := ensureToken(a.cfg.Agent.StateDir)
-	if err != nil {
-		return nil, "", err
-	}
-	endpoints := func() []string { return membership.ClientURLs(a.node.Last().Desired) }
-	t, err := newOpsTasks(a.cfg, a.log, a.pool, a.metrics, a.report.events, endpoints, host)
-	return t, token, err
-}
-
 // notify tells systemd that the loop is alive, what the agent is doing,
 // and (once) that it is ready: the local member's decision was carried out
 // (its manifest is in place, or the embedded member started), or there is
@@ -368,64 +369,6 @@ func statusLine(s node.Snapshot) string {
 		line += "; membership matches the list"
 	}
 	return line
-}
-
-// peers reaches the other agents' peer endpoints; Wake never blocks the
-// loop.
-type peers struct {
-	client  *consent.Client
-	timeout time.Duration
-	log     *slog.Logger
-	// self is this node's address, which a wake-up leaves from (the node
-	// controller gives it to its asks itself); nil without an agent.
-	self func() netip.Addr
-}
-
-func (p *peers) Ask(ctx context.Context, n netip.Addr) (consent.Answer, error) {
-	return p.client.Ask(ctx, n)
-}
-
-func (p *peers) Promise(ctx context.Context, n netip.Addr, list []string) (consent.Answer, error) {
-	return p.client.Promise(ctx, n, list)
-}
-
-func (p *peers) Wake(n netip.Addr) {
-	go func() {
-		ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
-		defer cancel()
-		if p.self != nil {
-			ctx = consent.WithSource(ctx, p.self())
-		}
-		if err := p.client.Wake(ctx, n); err != nil {
-			p.log.Debug("could not wake the agent of a node", "node", n.String(), "error", err)
-		}
-	}()
-}
-
-// connection is what every node controller of this process works
-// through: the state, the etcd client pool, the other agents.
-type connection struct {
-	store state.Store
-	state state.State
-	pool  *etcdclient.Pool
-	peers *peers
-}
-
-func connect(cfg *config.Config, log *slog.Logger) (connection, error) {
-	c := connection{store: state.Store{Dir: cfg.Agent.StateDir}}
-	var err error
-	if c.state, err = c.store.Load(); err != nil {
-		return c, err
-	}
-	client, err := consent.NewClient(cfg.Etcd.TLS.Peer, cfg.Agent.PeerPort, cfg.Agent.CallTimeout)
-	if err != nil {
-		return c, err
-	}
-	c.peers = &peers{client: client, timeout: cfg.Agent.CallTimeout, log: log}
-	if c.pool, err = etcdclient.NewPool(cfg.ClientTLS(), cfg.Agent.CallTimeout); err != nil {
-		return c, err
-	}
-	return c, nil
 }
 
 func resetTimer(t *time.Timer, d time.Duration) {

@@ -92,8 +92,14 @@ func (a *Agent) serveHTTP(wg *sync.WaitGroup) *http.Server {
 		r := a.ready(time.Now())
 		answer(w, r.Ready, r.Reason)
 	})
-	mux.HandleFunc("GET /pacemaker", a.servePacemaker)
-	a.tasks.taskRoutes(mux, a.token)
+	if a.pacemaker != nil {
+		mux.Handle("GET /pacemaker", a.pacemaker)
+	} else {
+		mux.HandleFunc("GET /pacemaker", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "pacemaker polling is off (pacemaker.enabled: false)", http.StatusNotFound)
+		})
+	}
+	a.tasks.Routes(mux)
 	// Timeouts, so that a slow or idle client cannot hold connections open:
 	// every answer here is small and made at once.
 	srv := &http.Server{Handler: mux, TLSConfig: a.listenerTLS, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,

@@ -219,7 +219,7 @@ func (a *kubeAgent) flushEvents(t *testing.T, env *envtest.Env, namespace string
 	t.Helper()
 	const reason = "TestMarker"
 	marker := strconv.FormatInt(time.Now().UnixNano(), 10)
-	a.report.events.Eventf(corev1.EventTypeNormal, reason, "marker %s", marker)
+	a.report.Events().Eventf(corev1.EventTypeNormal, reason, "marker %s", marker)
 	harness.Eventually(t, 30*time.Second, "the marker Event reaches the API server", func() error {
 		got, err := events(t.Context(), env, namespace, reason)
 		if err != nil {

@@ -153,8 +153,8 @@ func rulesApply(a *kubeAgent, lists [][]string, n int) error {
 		return fmt.Errorf("list in force %q, want one of %q", got, lists)
 	}
 	verdicts := map[string]error{"list source": a.source.Err()}
-	if a.report.keeper != nil {
-		verdicts["keeper of the Etcd's list"] = a.report.keeper.Err()
+	if keeps, err := a.report.ListVerdict(); keeps {
+		verdicts["keeper of the Etcd's list"] = err
 	}
 	refusal := fmt.Sprintf("must have exactly cluster.replicas (%d) entries", n)
 	for who, err := range verdicts {

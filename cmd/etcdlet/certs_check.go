@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlet/etcdlet/daemon"
+	"github.com/etcdlet/etcdlet/daemon/certs"
 	"github.com/etcdlet/etcdlet/pki"
 )
 
@@ -73,7 +73,7 @@ Exit codes, for scripts (the first that holds wins):
 			if err != nil {
 				return err
 			}
-			return runCertsCheck(cmd.OutOrStdout(), daemon.CertTargets(cfg), output, warn, time.Now())
+			return runCertsCheck(cmd.OutOrStdout(), certs.CertTargets(cfg), output, warn, time.Now())
 		},
 	}
 	addConfigFlag(cmd, &path)

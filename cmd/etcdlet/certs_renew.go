@@ -12,7 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon"
+	"github.com/etcdlet/etcdlet/daemon/memberrestart"
 	"github.com/etcdlet/etcdlet/pki"
 )
 
@@ -132,7 +132,7 @@ func runCertsRenew(cmd *cobra.Command, o certsRenewOptions, now time.Time) error
 		return nil
 	}
 	fmt.Fprintln(out, "\nRestarting the local member through the agent (waits until it serves the new certificates):")
-	if err := runTask(cmd, taskFlags{path: o.config, timeout: o.timeout}, daemon.MemberRestartTask, nil); err != nil {
+	if err := runTask(cmd, taskFlags{path: o.config, timeout: o.timeout}, memberrestart.TaskType, nil); err != nil {
 		if o.restartOnly {
 			return err
 		}

@@ -7,13 +7,13 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 	"github.com/etcdlet/etcdlet/daemon/ops"
 	"github.com/etcdlet/etcdlet/daemon/restore"
+	"github.com/etcdlet/etcdlet/daemon/tasks"
 )
 
 func newRestoreCommand() *cobra.Command {
@@ -65,7 +65,7 @@ confirmation unless --yes.`,
 				fmt.Fprintf(out, "data dir moved aside to %s (kept); start etcdlet: this node joins the restored cluster once the restored node's agent adds it\n", orNothing(moved))
 				return nil
 			}
-			store, err := daemon.OpenSnapshotStore(cmd.Context(), cfg, true)
+			store, err := tasks.OpenSnapshotStore(cmd.Context(), cfg, true)
 			if err != nil {
 				return err
 			}

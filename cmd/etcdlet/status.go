@@ -13,6 +13,7 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/kube"
+	kubereport "github.com/etcdlet/etcdlet/daemon/kube/report"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
 )
@@ -107,7 +108,7 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 		snap := inspector.Look(ctx)
 		report := statusreport.FromSnapshot(cfg.Cluster.Name, snap)
 		report.Insecure = cfg.SecurityWarnings()
-		if report.Reporting, err = daemon.ReadReporting(cfg); err != nil {
+		if report.Reporting, err = kubereport.Read(cfg.Agent.StateDir); err != nil {
 			report.Reporting = []kube.TargetState{{Target: "the agent's saved reporting state", LastError: err.Error()}}
 		}
 		if report.Converged || !time.Now().Before(deadline) {

@@ -16,9 +16,9 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/ops"
 	"github.com/etcdlet/etcdlet/daemon/task"
+	"github.com/etcdlet/etcdlet/daemon/tasks"
 )
 
 func newTaskCommand() *cobra.Command {
@@ -253,7 +253,7 @@ func newTaskClient(path string) (*taskClient, error) {
 	if err != nil {
 		return nil, err
 	}
-	token, err := daemon.ReadToken(cfg.Agent.StateDir)
+	token, err := tasks.ReadToken(cfg.Agent.StateDir)
 	if err != nil {
 		return nil, err
 	}

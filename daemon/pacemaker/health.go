@@ -1,43 +1,54 @@
-package daemon
+package pacemaker
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"sync"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/etcdlet/etcdlet/daemon/pacemaker"
+	"github.com/etcdlet/etcdlet/daemon/metrics"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/status"
 )
 
-// pacemakerHealth polls pacemaker in its own goroutine (a slow or hung
-// crm_mon never delays membership) and keeps the latest health model: the
+// Health polls pacemaker in its own goroutine (a slow or hung crm_mon
+// never delays membership) and keeps the latest health model: the
 // snapshot and the PacemakerCluster status built from it, which carries
-// lastTransitionTime from one poll to the next.
-type pacemakerHealth struct {
-	collector *pacemaker.Collector
+// lastTransitionTime from one poll to the next. It keeps the pacemaker
+// metrics current and serves the latest status (ServeHTTP).
+type Health struct {
+	collector *Collector
+	interval  time.Duration
+	metrics   *metrics.Metrics
+	log       *slog.Logger
 
 	mu       sync.Mutex
-	snapshot pacemaker.Snapshot
+	snapshot Snapshot
 	built    status.Object
 	buildErr error
 }
 
 // Latest returns the last snapshot and the status built from it (nil, with
 // the reason, when pacemaker's state is unknown or nothing was polled yet).
-func (p *pacemakerHealth) Latest() (pacemaker.Snapshot, status.Object, error) {
+func (p *Health) Latest() (Snapshot, status.Object, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.snapshot, p.built, p.buildErr
 }
 
-func (a *Agent) runPacemaker(ctx context.Context) {
-	p := a.pacemaker
-	interval := a.cfg.Pacemaker.Interval
+// NewHealth polls through collector every interval once it runs.
+func NewHealth(collector *Collector, interval time.Duration, m *metrics.Metrics, log *slog.Logger) *Health {
+	return &Health{collector: collector, interval: interval, metrics: m, log: log}
+}
+
+// Run polls until ctx ends. After each poll it hands the snapshot, and
+// the status built from it (nil while pacemaker's state is unknown), to
+// offer, which must not block.
+func (p *Health) Run(ctx context.Context, offer func(Snapshot, status.Object)) {
 	for {
 		snap := p.collector.Poll(ctx)
 		if ctx.Err() != nil {
@@ -47,16 +58,16 @@ func (a *Agent) runPacemaker(ctx context.Context) {
 		prev := p.built
 		p.mu.Unlock()
 		built, err := p.collector.Build(snap, prev, time.Now())
-		if err != nil && !errors.Is(err, pacemaker.ErrUnknown) {
-			a.log.Error("pacemaker status not built", "error", err)
+		if err != nil && !errors.Is(err, ErrUnknown) {
+			p.log.Error("pacemaker status not built", "error", err)
 		}
 		// Metrics first, then /pacemaker: whoever sees the new object
 		// finds the metrics already agreeing with it.
-		a.recordPacemaker(snap, built, err)
+		p.record(snap, built, err)
 		if err != nil {
 			built = nil
 		}
-		a.report.offerPacemaker(snap, built, a.node.Self().IP)
+		offer(snap, built)
 		p.mu.Lock()
 		p.snapshot = snap
 		if err == nil {
@@ -70,13 +81,14 @@ func (a *Agent) runPacemaker(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(interval):
+		case <-time.After(p.interval):
 		}
 	}
 }
 
-func (a *Agent) recordPacemaker(snap pacemaker.Snapshot, obj status.Object, err error) {
-	m := a.metrics
+// record sets the pacemaker metrics from a poll.
+func (p *Health) record(snap Snapshot, obj status.Object, err error) {
+	m := p.metrics
 	result := "known"
 	if !snap.Known {
 		result = "unknown"
@@ -116,14 +128,10 @@ func (a *Agent) recordPacemaker(snap pacemaker.Snapshot, obj status.Object, err 
 	}
 }
 
-// servePacemaker is GET /pacemaker: the PacemakerCluster object as etcdlet
-// would write it, or 503 with the reason.
-func (a *Agent) servePacemaker(w http.ResponseWriter, _ *http.Request) {
-	if a.pacemaker == nil {
-		http.Error(w, "pacemaker polling is off (pacemaker.enabled: false)", http.StatusNotFound)
-		return
-	}
-	snap, obj, err := a.pacemaker.Latest()
+// ServeHTTP is the agent's GET /pacemaker: the PacemakerCluster object as
+// etcdlet would write it, or 503 with the reason.
+func (p *Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	snap, obj, err := p.Latest()
 	switch {
 	case snap.Time.IsZero():
 		http.Error(w, "pacemaker not polled yet", http.StatusServiceUnavailable)

@@ -1,4 +1,4 @@
-package daemon
+package certs
 
 import (
 	"crypto/x509"
@@ -81,7 +81,7 @@ func TestCertWatchRefresh(t *testing.T) {
 	apiserver := pki.Target{Path: "/pki/apiserver-etcd-client.crt", Usage: UsageAPIServerEtcd, Optional: true}
 	files := map[string]*x509.Certificate{}
 	m := metrics.New()
-	w := &certWatch{targets: []pki.Target{server, peer, apiserver}, metrics: m, log: slog.New(slog.DiscardHandler), now: func() time.Time { return now },
+	w := &Watch{targets: []pki.Target{server, peer, apiserver}, metrics: m, log: slog.New(slog.DiscardHandler), now: func() time.Time { return now },
 		read: func(path string) (*x509.Certificate, error) {
 			if c, ok := files[path]; ok {
 				return c, nil
@@ -115,7 +115,7 @@ func TestCertWatchRefresh(t *testing.T) {
 	} {
 		t.Run(step.name, func(t *testing.T) {
 			step.change()
-			w.refresh()
+			w.Refresh()
 			for _, c := range []struct {
 				tg   pki.Target
 				want float64

@@ -1,4 +1,8 @@
-package daemon
+// Package tasks is the agent's task side: it runs the ops tasks of
+// daemon/ops (and the member restart) through the runner of daemon/task,
+// starts them on their schedules, and serves them to `etcdlet task` and to
+// etcd-druid through etcd-backup-restore's HTTP API.
+package tasks
 
 import (
 	"context"
@@ -9,6 +13,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -32,10 +37,11 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/task"
 )
 
-// opsTasks is the agent's task side: the runner (daemon/task) with the
-// handlers of daemon/ops, the snapshot store, the schedules, and
-// etcd-backup-restore's HTTP API on the node address.
-type opsTasks struct {
+// Service is the agent's task side: the runner (daemon/task) with the
+// handlers of daemon/ops, the snapshot store, the schedules, the task API
+// for `etcdlet task` and etcd-backup-restore's HTTP API on the node
+// address.
+type Service struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	runner  *task.Runner
@@ -43,6 +49,7 @@ type opsTasks struct {
 	pool    *etcdclient.Pool
 	survey  ops.Surveyor // the listed members
 	metrics *metrics.Metrics
+	token   string // the task API's bearer token (TokenFile)
 	apiTLS  *tls.Config
 	api     *http.Server // once the node address is known
 	// scheduleWaiting counts scheduled tasks that are due and wait for the
@@ -50,10 +57,35 @@ type opsTasks struct {
 	scheduleWaiting atomic.Int32
 }
 
-func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m *metrics.Metrics, events kube.Recorder, endpoints func() []string, node string) (*opsTasks, error) {
-	log = log.With("component", "tasks")
-	o := &opsTasks{cfg: cfg, log: log, pool: pool, metrics: m,
-		survey: ops.Surveyor{Etcd: pool, Endpoints: endpoints, CallTimeout: cfg.Agent.CallTimeout, Log: log}}
+// Options are what the task side works with.
+type Options struct {
+	Config  *config.Config
+	Log     *slog.Logger
+	Pool    *etcdclient.Pool
+	Metrics *metrics.Metrics
+	Events  kube.Recorder
+	// Endpoints are the client URLs of the members of the list in force:
+	// the tasks' etcd endpoints.
+	Endpoints func() []string
+	// Node is this host's name, which the task records carry.
+	Node string
+}
+
+// New builds the task side: the state dir and the task API's token (made
+// on the first start), the snapshot store, the handlers, and the runner
+// with the tasks a previous run left.
+func New(opts Options) (*Service, error) {
+	cfg, m, events := opts.Config, opts.Metrics, opts.Events
+	log := opts.Log.With("component", "tasks")
+	if err := os.MkdirAll(cfg.Agent.StateDir, 0o700); err != nil {
+		return nil, fmt.Errorf("create state dir: %w", err)
+	}
+	token, err := ensureToken(cfg.Agent.StateDir)
+	if err != nil {
+		return nil, err
+	}
+	o := &Service{cfg: cfg, log: log, pool: opts.Pool, metrics: m, token: token,
+		survey: ops.Surveyor{Etcd: opts.Pool, Endpoints: opts.Endpoints, CallTimeout: cfg.Agent.CallTimeout, Log: log}}
 	// No call to the store here: the agent starts the local member
 	// whether or not object storage answers.
 	store, err := OpenSnapshotStore(context.Background(), cfg, false)
@@ -79,7 +111,7 @@ func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m 
 	reg.Register(ops.NewDefragType(o.survey, ops.DefragOptions{Threshold: cfg.Tasks.Defrag.Threshold, CatchUp: time.Minute}, cfg.Tasks.Defrag.Timeout))
 	reg.Register(ops.NewCompactType(o.survey, cfg.Tasks.Compact.Retain, cfg.Tasks.Compact.Timeout))
 	o.runner = &task.Runner{
-		Registry: reg, Store: task.FileStore{State: state.Store{Dir: cfg.Agent.StateDir}}, Node: node, Log: log,
+		Registry: reg, Store: task.FileStore{State: state.Store{Dir: cfg.Agent.StateDir}}, Node: opts.Node, Log: log,
 		RequeueInterval: cfg.Tasks.RequeueInterval,
 		Locker: &task.EtcdLocker{Key: etcdclient.TaskLockKey(cfg.Cluster.Name), TTL: cfg.Tasks.LockTTL, CallTimeout: cfg.Agent.CallTimeout,
 			Client: func() (*clientv3.Client, error) { return o.client() }},
@@ -91,9 +123,13 @@ func newOpsTasks(cfg *config.Config, log *slog.Logger, pool *etcdclient.Pool, m 
 	return o, nil
 }
 
+// Register adds a task type that lives outside daemon/ops (the member
+// restart), before Start.
+func (o *Service) Register(t task.Type) { o.runner.Registry.Register(t) }
+
 // client is a client over the listed members' endpoints, for the lock and
 // the schedule records.
-func (o *opsTasks) client() (*clientv3.Client, error) {
+func (o *Service) client() (*clientv3.Client, error) {
 	eps := o.survey.Endpoints()
 	if len(eps) == 0 {
 		return nil, errors.New("no member list in force yet")
@@ -102,7 +138,7 @@ func (o *opsTasks) client() (*clientv3.Client, error) {
 }
 
 // transitioned logs nothing (the runner does), and counts and reports.
-func (o *opsTasks) transitioned(t task.Task, events kube.Recorder) {
+func (o *Service) transitioned(t task.Task, events kube.Recorder) {
 	o.metrics.TaskTransitions.WithLabelValues(t.Type, string(t.Phase)).Inc()
 	if t.Phase.Completed() {
 		o.metrics.TaskDuration.WithLabelValues(t.Type, string(t.Phase)).Observe(t.LastTransitionTime.Sub(t.CreatedAt).Seconds())
@@ -162,8 +198,8 @@ func readCredential(path string) (string, error) {
 	return v, nil
 }
 
-// start runs the runner and the schedules.
-func (o *opsTasks) start(ctx context.Context, wg *sync.WaitGroup) {
+// Start runs the runner and the schedules until ctx ends.
+func (o *Service) Start(ctx context.Context, wg *sync.WaitGroup) {
 	wg.Go(func() {
 		if err := o.runner.Run(ctx); err != nil {
 			o.log.Error("task runner stopped", "error", err)
@@ -172,9 +208,9 @@ func (o *opsTasks) start(ctx context.Context, wg *sync.WaitGroup) {
 	o.schedule(ctx, wg)
 }
 
-// startAPI serves etcd-backup-restore's API on the node address once it
+// StartAPI serves etcd-backup-restore's API on the node address once it
 // is known; a failure to listen is retried on the next pass.
-func (o *opsTasks) startAPI(wg *sync.WaitGroup, node string) {
+func (o *Service) StartAPI(wg *sync.WaitGroup, node string) {
 	if o.api != nil || node == "" || o.cfg.Backup.API.Port == 0 {
 		return
 	}
@@ -196,7 +232,8 @@ func (o *opsTasks) startAPI(wg *sync.WaitGroup, node string) {
 	httpserve.Serve(wg, o.log, "backup-restore API", srv, l)
 }
 
-func (o *opsTasks) shutdown(ctx context.Context) {
+// Shutdown closes etcd-backup-restore's API.
+func (o *Service) Shutdown(ctx context.Context) {
 	if o.api != nil {
 		_ = o.api.Shutdown(ctx)
 	}
@@ -206,7 +243,7 @@ func (o *opsTasks) shutdown(ctx context.Context) {
 // It orders nothing while a scheduled task waits for the task slot, so
 // that no rate of API requests starves the schedule; a busy slot is
 // BusyError (503 with Retry-After), not a failure.
-func (o *opsTasks) TakeSnapshot(ctx context.Context, kind string, final bool) (json.RawMessage, error) {
+func (o *Service) TakeSnapshot(ctx context.Context, kind string, final bool) (json.RawMessage, error) {
 	retry := o.cfg.Tasks.RequeueInterval
 	if o.scheduleWaiting.Load() > 0 {
 		return nil, &backupapi.BusyError{Reason: "a scheduled task waits for the task slot; it goes first", RetryAfter: retry}
@@ -240,7 +277,7 @@ func (o *opsTasks) TakeSnapshot(ctx context.Context, kind string, final bool) (j
 }
 
 // Latest implements backupapi.Backend.
-func (o *opsTasks) Latest(ctx context.Context) (*snapshot.Snapshot, []snapshot.Snapshot, error) {
+func (o *Service) Latest(ctx context.Context) (*snapshot.Snapshot, []snapshot.Snapshot, error) {
 	if o.store == nil {
 		return nil, nil, errors.New("no snapshot store is configured (backup.store)")
 	}
@@ -248,9 +285,9 @@ func (o *opsTasks) Latest(ctx context.Context) (*snapshot.Snapshot, []snapshot.S
 }
 
 // Healthy implements backupapi.Backend: the listed members answer.
-func (o *opsTasks) Healthy(ctx context.Context) bool {
+func (o *Service) Healthy(ctx context.Context) bool {
 	_, err := o.survey.Survey(ctx)
 	return err == nil
 }
 
-var _ backupapi.Backend = (*opsTasks)(nil)
+var _ backupapi.Backend = (*Service)(nil)

@@ -1,4 +1,7 @@
-package daemon
+// Package certs names the certificate files etcdlet's configuration
+// points to (CertTargets, which `etcdlet certs` checks and renews) and
+// watches their expiry for the agent's metrics (Watch).
+package certs
 
 import (
 	"context"
@@ -94,14 +97,14 @@ func (b *targets) merge(t pki.Target) {
 	b.list = append(b.list, t)
 }
 
-// certRefresh is how often the agent reads the certificate files again:
+// refreshEvery is how often the agent reads the certificate files again:
 // a few small files, and a renewal shows in the metric within a minute.
-const certRefresh = time.Minute
+const refreshEvery = time.Minute
 
-// certWatch exports etcdlet_certificate_expiry_timestamp_seconds for the
+// Watch exports etcdlet_certificate_expiry_timestamp_seconds for the
 // configured certificate files and counts the reads that fail. It reads
 // files only: no etcd call, nothing that could stall.
-type certWatch struct {
+type Watch struct {
 	targets []pki.Target
 	metrics *metrics.Metrics
 	log     *slog.Logger
@@ -115,8 +118,9 @@ type certWatch struct {
 	warned  map[string]bool
 }
 
-func newCertWatch(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) *certWatch {
-	w := &certWatch{targets: CertTargets(cfg), metrics: m, log: log.With("component", "certificates"), now: time.Now,
+// NewWatch watches the files CertTargets names for cfg.
+func NewWatch(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) *Watch {
+	w := &Watch{targets: CertTargets(cfg), metrics: m, log: log.With("component", "certificates"), now: time.Now,
 		read: pki.ReadCertificate, failing: map[string]bool{}, warned: map[string]bool{}}
 	for _, t := range w.targets {
 		if !t.Optional {
@@ -128,26 +132,26 @@ func newCertWatch(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) *cer
 	return w
 }
 
-// run refreshes the metric at once and then every certRefresh until ctx
+// Run refreshes the metric at once and then every refreshEvery until ctx
 // ends.
-func (w *certWatch) run(ctx context.Context) {
-	w.refresh()
-	tick := time.NewTicker(certRefresh)
+func (w *Watch) Run(ctx context.Context) {
+	w.Refresh()
+	tick := time.NewTicker(refreshEvery)
 	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			w.refresh()
+			w.Refresh()
 		}
 	}
 }
 
-// refresh reads every target once. A file that cannot be read loses its
+// Refresh reads every target once. A file that cannot be read loses its
 // series (a stale expiry must not look fine) and counts an error; an
 // optional one that does not exist is simply absent.
-func (w *certWatch) refresh() {
+func (w *Watch) Refresh() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	now := w.now()

@@ -1,4 +1,4 @@
-package daemon
+package tasks
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 // is the store itself (a full snapshot is skipped when the store has one
 // younger than the interval), and what keeps defrag and compaction at one
 // run per interval is a record in etcd of the last success.
-func (o *opsTasks) schedule(ctx context.Context, wg *sync.WaitGroup) {
+func (o *Service) schedule(ctx context.Context, wg *sync.WaitGroup) {
 	b, t := o.cfg.Backup.Schedule, o.cfg.Tasks
 	every := func(interval time.Duration, due func(context.Context) bool, req task.Request) {
 		if interval <= 0 {
@@ -39,7 +39,7 @@ func (o *opsTasks) schedule(ctx context.Context, wg *sync.WaitGroup) {
 // next tick, and the API orders nothing meanwhile (scheduleWaiting): a
 // client that orders snapshot after snapshot through the API would
 // otherwise hold the slot at every tick, and the schedule would never run.
-func (o *opsTasks) every(ctx context.Context, interval time.Duration, due func(context.Context) bool, req task.Request) {
+func (o *Service) every(ctx context.Context, interval time.Duration, due func(context.Context) bool, req task.Request) {
 	// A tenth of the interval, so that agents started together spread out
 	// and the check of the store sees the others' snapshots.
 	tick := time.NewTicker(max(interval/10, time.Second))
@@ -71,7 +71,7 @@ const slotPoll = time.Second
 // submitScheduled submits a due scheduled task as soon as the task slot is
 // free. It gives up when the task is no longer due (a snapshot ordered
 // through the API is a snapshot too) or ctx ends.
-func (o *opsTasks) submitScheduled(ctx context.Context, req task.Request, due func(context.Context) bool) (task.Task, bool, error) {
+func (o *Service) submitScheduled(ctx context.Context, req task.Request, due func(context.Context) bool) (task.Task, bool, error) {
 	if _, busy := o.activeTask(); busy {
 		o.scheduleWaiting.Add(1)
 		defer o.scheduleWaiting.Add(-1)
@@ -92,7 +92,7 @@ func (o *opsTasks) submitScheduled(ctx context.Context, req task.Request, due fu
 }
 
 // activeTask is the task of this node that holds the task slot, if any.
-func (o *opsTasks) activeTask() (task.Task, bool) {
+func (o *Service) activeTask() (task.Task, bool) {
 	tasks, err := o.runner.List()
 	if err != nil {
 		return task.Task{}, false
@@ -108,7 +108,7 @@ func (o *opsTasks) activeTask() (task.Task, bool) {
 // snapshotDue: a full snapshot when the store's newest is older than the
 // interval; a delta when the newest object (full or delta) is, and there
 // is a full one to build on.
-func (o *opsTasks) snapshotDue(ctx context.Context, kind string, interval time.Duration) bool {
+func (o *Service) snapshotDue(ctx context.Context, kind string, interval time.Duration) bool {
 	if o.store == nil {
 		return false
 	}
@@ -130,7 +130,7 @@ func (o *opsTasks) snapshotDue(ctx context.Context, kind string, interval time.D
 }
 
 // recordedDue reads the cluster-wide record of the last success.
-func (o *opsTasks) recordedDue(ctx context.Context, typ string, interval time.Duration) bool {
+func (o *Service) recordedDue(ctx context.Context, typ string, interval time.Duration) bool {
 	cli, err := o.client()
 	if err != nil {
 		return false
@@ -150,7 +150,7 @@ func (o *opsTasks) recordedDue(ctx context.Context, typ string, interval time.Du
 	return err != nil || time.Since(last) >= interval*9/10
 }
 
-func (o *opsTasks) record(ctx context.Context, typ string, at time.Time) {
+func (o *Service) record(ctx context.Context, typ string, at time.Time) {
 	cli, err := o.client()
 	if err != nil {
 		return

@@ -1,4 +1,18 @@
-package daemon
+// Package memberrestart is the ops task `etcdlet certs renew` submits
+// after it replaced this node's certificates: restart the local member so
+// that it runs on the new files, one node at a time. A static pod needs
+// it: the kubelet mounts each certificate file into the container by
+// inode, so files renamed into place are not seen until the container
+// starts again. The embedded member reads the new files on every new
+// connection, and a restart there moves its long-lived connections (raft
+// streams, clients) onto them and proves it starts with them now rather
+// than at the next reboot. As a task it holds the cluster-wide task lock,
+// so that no two members restart at once, whoever asks.
+//
+// The handler never stops the member itself: it asks the agent's loop
+// (Requests), which stops it between two passes, so that no pass races
+// the stop.
+package memberrestart
 
 import (
 	"cmp"
@@ -10,13 +24,13 @@ import (
 	"fmt"
 	"net/url"
 	"slices"
-	"sync"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon/datadir"
+	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/node"
@@ -24,150 +38,106 @@ import (
 	"github.com/etcdlet/etcdlet/pki"
 )
 
-// MemberRestartTask is the ops task `etcdlet certs renew` submits after it
-// replaced this node's certificates: restart the local member so that it
-// runs on the new files, one node at a time. A static pod needs it: the
-// kubelet mounts each certificate file into the container by inode, so
-// files renamed into place are not seen until the container starts again.
-// The embedded member reads the new files on every new connection, and a
-// restart there moves its long-lived connections (raft streams, clients)
-// onto them and proves it starts with them now rather than at the next
-// reboot. As a task it holds the cluster-wide task lock, so that no two
-// members restart at once, whoever asks.
-const MemberRestartTask = "member-restart"
+// TaskType is the task's type name.
+const TaskType = "member-restart"
 
 // Bounds of a restart.
 const (
-	// memberRestartTimeout is the task's default timeout: the stop, the
-	// start, and the member catching up with the leader.
-	memberRestartTimeout = 5 * time.Minute
-	// releaseTimeout bounds the loop's wait for the stopped member to let
+	// timeout is the task's default timeout: the stop, the start, and the
+	// member catching up with the leader.
+	timeout = 5 * time.Minute
+	// ReleaseTimeout bounds the loop's wait for the stopped member to let
 	// go of its data dir (a static pod: the kubelet notices the manifest
 	// gone and stops etcd, a second or two). It stays below what makes
 	// /healthz call the loop stuck.
-	releaseTimeout = 30 * time.Second
-	// restartPoll is how often the handler looks whether the restart is
-	// allowed, and whether the member is back and serving the files.
-	restartPoll = 250 * time.Millisecond
+	ReleaseTimeout = 30 * time.Second
+	// poll is how often the handler looks whether the restart is allowed,
+	// and whether the member is back and serving the files.
+	poll = 250 * time.Millisecond
 	// admitSettle is how long a refusal must hold before the task is
 	// rejected: longer than the pool's reconnect backoff (2s at most) and
 	// an election.
 	admitSettle = 10 * time.Second
 )
 
-// certSide is the agent's certificate side: the expiry metric, and the
-// member restarts of MemberRestartTask, which the loop carries out.
-type certSide struct {
-	watch    *certWatch
-	restarts chan restartRequest
+// Requests carries the handler's asks to the agent's loop.
+type Requests struct{ c chan Request }
+
+// NewRequests makes the channel between the handler and the loop.
+func NewRequests() *Requests { return &Requests{c: make(chan Request)} }
+
+// C is where the loop receives the asks.
+func (r *Requests) C() <-chan Request { return r.c }
+
+// Request asks the loop to restart the local member, or only whether it
+// may (Check). The loop answers every request once.
+type Request struct {
+	Check bool
+	reply chan reply // buffered: the loop never waits on a caller gone away
 }
 
-// newCertSide builds the certificate side and registers MemberRestartTask
-// with the task runner.
-func (a *Agent) newCertSide() *certSide {
-	c := &certSide{watch: newCertWatch(a.cfg, a.log, a.metrics), restarts: make(chan restartRequest)}
-	a.tasks.runner.Registry.Register(task.Type{Name: MemberRestartTask, Timeout: memberRestartTimeout,
+type reply struct {
+	memberID uint64
+	err      error
+}
+
+// Answer gives the loop's answer: the local member's ID, and why it may
+// not restart or why the restart failed.
+func (r Request) Answer(memberID uint64, err error) { r.reply <- reply{memberID, err} }
+
+// ask hands a request to the loop and waits for its answer.
+func (r *Requests) ask(ctx context.Context, check bool) (uint64, error) {
+	req := Request{Check: check, reply: make(chan reply, 1)}
+	select {
+	case r.c <- req:
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	}
+	select {
+	case a := <-req.reply:
+		return a.memberID, a.err
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	}
+}
+
+// Deps are what the handler works with.
+type Deps struct {
+	Requests *Requests
+	// Self is this node's member identity (its client and peer URL).
+	Self func() identity.Member
+	// Status asks one endpoint for its status (etcdclient.Pool.Status).
+	Status func(ctx context.Context, endpoint string) (*pb.StatusResponse, error)
+	// Config names the certificate files the member must serve, and the
+	// call timeout.
+	Config *config.Config
+	// Served is called once the member serves the renewed files (the
+	// expiry metric reads them again at once).
+	Served func()
+}
+
+// Type is the task type, for the task runner's registry.
+func Type(d Deps) task.Type {
+	return task.Type{Name: TaskType, Timeout: timeout,
 		Summary: "restart this node's member on renewed certificates, refused unless the other voters keep quorum",
 		New: func(t task.Task, env task.Env) (task.Handler, error) {
 			if len(t.Params) > 0 {
-				return nil, fmt.Errorf("%s takes no parameters", MemberRestartTask)
+				return nil, fmt.Errorf("%s takes no parameters", TaskType)
 			}
-			h := &memberRestart{a: a, c: c, env: env}
+			h := &handler{d: d, env: env}
 			if len(env.Progress) > 0 {
 				if err := json.Unmarshal(env.Progress, &h.progress); err != nil {
 					return nil, fmt.Errorf("progress: %w", err)
 				}
 			}
 			return h, nil
-		}})
-	return c
+		}}
 }
 
-// start runs the expiry metric's refresh until ctx ends.
-func (c *certSide) start(ctx context.Context, wg *sync.WaitGroup) { wg.Go(func() { c.watch.run(ctx) }) }
-
-// restartRequest asks the loop to restart the local member, or only
-// whether it may (check).
-type restartRequest struct {
-	check bool
-	reply chan restartReply // buffered: the loop never waits on a caller gone away
-}
-
-type restartReply struct {
-	memberID uint64
-	err      error
-}
-
-// ask hands a request to the loop and waits for its answer.
-func (c *certSide) ask(ctx context.Context, check bool) (uint64, error) {
-	req := restartRequest{check: check, reply: make(chan restartReply, 1)}
-	select {
-	case c.restarts <- req:
-	case <-ctx.Done():
-		return 0, context.Cause(ctx)
-	}
-	select {
-	case r := <-req.reply:
-		return r.memberID, r.err
-	case <-ctx.Done():
-		return 0, context.Cause(ctx)
-	}
-}
-
-// restartMember runs in the agent's loop between two passes, so that no
-// pass races it: it looks at the cluster afresh, refuses unless
-// restartAllowed, stops the member through the runtime and waits until it
-// let go of its data dir. The pass that follows at once finds the member
-// stopped on its data and starts it again with the same spec (decision
-// restart), exactly as after a crash.
-func (a *Agent) restartMember(ctx context.Context, req restartRequest) {
-	snap := a.node.Look(ctx)
-	id, err := restartAllowed(snap)
-	if err != nil || req.check {
-		req.reply <- restartReply{id, err}
-		return
-	}
-	log := a.log.With("memberID", membership.IDString(id))
-	log.Info("restarting the local member on its renewed certificates (" + MemberRestartTask + " task)")
-	if err := a.runtime.Stop(ctx); err != nil {
-		req.reply <- restartReply{id, fmt.Errorf("stop the local member: %w", err)}
-		return
-	}
-	err = a.waitReleased(ctx)
-	if err != nil {
-		log.Error("the local member did not stop in time; starting it again all the same", "error", err)
-	}
-	a.node.Progress()
-	req.reply <- restartReply{id, err}
-}
-
-// waitReleased waits until no etcd holds the data dir, keeping the
-// systemd watchdog fed meanwhile: the loop is busy, not stuck.
-func (a *Agent) waitReleased(ctx context.Context) error {
-	deadline := time.Now().Add(releaseTimeout)
-	for {
-		inUse, err := datadir.InUse(a.cfg.Etcd.DataDir)
-		switch {
-		case err != nil:
-			return err
-		case !inUse:
-			return nil
-		case time.Now().After(deadline):
-			return fmt.Errorf("etcd still holds %s %s after the stop", a.cfg.Etcd.DataDir, releaseTimeout)
-		}
-		a.notifier.Watchdog()
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
-}
-
-// restartAllowed says whether the local member may restart now, and
+// Allowed says whether the local member may restart now, and
 // returns its ID: it runs as a started voter of this node's cluster, and
 // the rule book's MayRestart allows its restart.
-func restartAllowed(s node.Snapshot) (uint64, error) {
+func Allowed(s node.Snapshot) (uint64, error) {
 	if s.Decision.Kind != localmember.Keep {
 		why := string(s.Decision.Kind)
 		if s.Decision.Reason != "" {
@@ -193,10 +163,9 @@ func restartAllowed(s node.Snapshot) (uint64, error) {
 	return self.ID, v.MayRestart(self.ID)
 }
 
-// memberRestart is MemberRestartTask's handler.
-type memberRestart struct {
-	a        *Agent
-	c        *certSide
+// handler is the task's handler.
+type handler struct {
+	d        Deps
 	env      task.Env
 	progress restartProgress
 }
@@ -237,10 +206,10 @@ type ServedCert struct {
 // renewal) answers again before every agent's connection to it is back
 // from its reconnect backoff, and an operator going from host to host
 // must not be refused for that.
-func (h *memberRestart) Admit(ctx context.Context) task.Result {
+func (h *handler) Admit(ctx context.Context) task.Result {
 	deadline := time.Now().Add(admitSettle)
 	for {
-		_, err := h.c.ask(ctx, true)
+		_, err := h.d.Requests.ask(ctx, true)
 		if err == nil {
 			return task.Result{Description: "the other voters keep quorum without this member"}
 		}
@@ -251,17 +220,17 @@ func (h *memberRestart) Admit(ctx context.Context) task.Result {
 		select {
 		case <-ctx.Done():
 			return task.Result{Error: err}
-		case <-time.After(restartPoll):
+		case <-time.After(poll):
 		}
 	}
 }
 
 // Execute has the loop stop the member (unless an earlier attempt did),
 // then waits until it is back, healthy, and serving the certificate files.
-func (h *memberRestart) Execute(ctx context.Context) task.Result {
+func (h *handler) Execute(ctx context.Context) task.Result {
 	if h.progress.StoppedAt.IsZero() {
 		asked := time.Now().UTC()
-		id, err := h.c.ask(ctx, false)
+		id, err := h.d.Requests.ask(ctx, false)
 		if err != nil {
 			return task.Result{Error: err}
 		}
@@ -273,11 +242,13 @@ func (h *memberRestart) Execute(ctx context.Context) task.Result {
 	}
 	var last error
 	for {
-		out, err := h.a.servesFiles(ctx, h.progress.MemberID)
+		out, err := h.servesFiles(ctx, h.progress.MemberID)
 		if err == nil {
 			// The metric shows the renewed files now, not at the next
 			// periodic read.
-			h.c.watch.refresh()
+			if h.d.Served != nil {
+				h.d.Served()
+			}
 			out.Stopping = h.progress.StoppedAt.Sub(h.progress.Asked).Round(time.Millisecond).String()
 			out.Starting = time.Since(h.progress.StoppedAt).Round(time.Millisecond).String()
 			return task.Result{Description: fmt.Sprintf("member %s is back, serving the certificate files (stopping took %s, starting %s)",
@@ -290,27 +261,28 @@ func (h *memberRestart) Execute(ctx context.Context) task.Result {
 		select {
 		case <-ctx.Done():
 			return task.Result{Error: fmt.Errorf("the member was stopped and started, but: %w", last)}
-		case <-time.After(restartPoll):
+		case <-time.After(poll):
 		}
 	}
 }
 
 // Cleanup has nothing to clean: a member stopped and not yet started is
 // started by the next pass anyway.
-func (h *memberRestart) Cleanup(context.Context) task.Result { return task.Result{} }
+func (h *handler) Cleanup(context.Context) task.Result { return task.Result{} }
 
 // servesFiles checks that the local member is back: its client URL
 // answers Status as memberID with a leader, and its client and peer
 // listeners serve exactly the certificates in the configured files.
-func (a *Agent) servesFiles(ctx context.Context, memberID string) (RestartOutput, error) {
+func (h *handler) servesFiles(ctx context.Context, memberID string) (RestartOutput, error) {
+	cfg := h.d.Config
 	out := RestartOutput{MemberID: memberID}
-	self := a.node.Self()
+	self := h.d.Self()
 	if !self.IP.IsValid() {
 		return out, errors.New("this node's address is not known")
 	}
-	callCtx, cancel := context.WithTimeout(ctx, a.cfg.Agent.CallTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, cfg.Agent.CallTimeout)
 	defer cancel()
-	st, err := a.pool.Status(callCtx, self.ClientURL)
+	st, err := h.d.Status(callCtx, self.ClientURL)
 	switch {
 	case err != nil:
 		return out, fmt.Errorf("its client URL %s does not answer: %w", self.ClientURL, err)
@@ -323,8 +295,8 @@ func (a *Agent) servesFiles(ctx context.Context, memberID string) (RestartOutput
 		name, url, certFile string
 		dial                config.TLSFiles
 	}{
-		{"client", self.ClientURL, a.cfg.Etcd.TLS.Client.CertFile, a.cfg.ClientTLS()},
-		{"peer", self.PeerURL, a.cfg.Etcd.TLS.Peer.CertFile, a.cfg.Etcd.TLS.Peer},
+		{"client", self.ClientURL, cfg.Etcd.TLS.Client.CertFile, cfg.ClientTLS()},
+		{"peer", self.PeerURL, cfg.Etcd.TLS.Peer.CertFile, cfg.Etcd.TLS.Peer},
 	} {
 		if l.certFile == "" {
 			continue
@@ -333,7 +305,7 @@ func (a *Agent) servesFiles(ctx context.Context, memberID string) (RestartOutput
 		if err != nil {
 			return out, err
 		}
-		got, err := servedCert(ctx, l.url, l.dial, a.cfg.Agent.CallTimeout)
+		got, err := servedCert(ctx, l.url, l.dial, cfg.Agent.CallTimeout)
 		if err != nil {
 			return out, fmt.Errorf("TLS handshake with its %s listener %s: %w", l.name, l.url, err)
 		}

@@ -1,4 +1,4 @@
-package daemon
+package tasks
 
 import (
 	"crypto/rand"
@@ -73,10 +73,11 @@ func ensureToken(stateDir string) (string, error) {
 	return tok, nil
 }
 
-// taskRoutes serves the task API for `etcdlet task`: POST /tasks (a
+// Routes serves the task API for `etcdlet task`: POST /tasks (a
 // task.Request; 201 with the task, 409 with the rejected task, 400 for a
 // bad request), GET /tasks, GET /tasks/{id}, POST /tasks/{id}/cancel.
-func (o *opsTasks) taskRoutes(mux *http.ServeMux, token string) {
+func (o *Service) Routes(mux *http.ServeMux) {
+	token := o.token
 	auth := func(h http.HandlerFunc) http.HandlerFunc {
 		return func(w http.ResponseWriter, r *http.Request) {
 			got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")

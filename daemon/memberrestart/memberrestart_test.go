@@ -1,4 +1,4 @@
-package daemon
+package memberrestart
 
 import (
 	"fmt"
@@ -57,7 +57,7 @@ func TestRestartAllowed(t *testing.T) {
 		}), "decision restart: restart on the existing data dir"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			id, err := restartAllowed(tt.snap)
+			id, err := Allowed(tt.snap)
 			switch {
 			case tt.want == "" && err != nil:
 				t.Fatalf("refused: %v", err)

@@ -1,4 +1,8 @@
-package daemon
+// Package report is the agent's Kubernetes side (package kube and its
+// targets): the member Lease, the Etcd resource, the PacemakerCluster
+// status and Events, each run in its own goroutine, and the state of
+// every target kept on disk for `etcdlet status`.
+package report
 
 import (
 	"cmp"
@@ -25,15 +29,14 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
-// ReportingFile is where, under agent.stateDir, the agent keeps the state
-// of its Kubernetes reporting for `etcdlet status`.
-const ReportingFile = "reporting.json"
+// File is where, under agent.stateDir, the agent keeps the state of its
+// Kubernetes reporting for `etcdlet status`.
+const File = "reporting.json"
 
-// reporting is the agent's Kubernetes side (package kube): the member
-// Lease, the Etcd resource, the PacemakerCluster status and Events. Every
-// target runs in its own goroutine; nothing here is on the reconcile
-// loop's path, which only hands over facts (Offer, events).
-type reporting struct {
+// Reporting is the agent's Kubernetes side. Every target runs in its own
+// goroutine; nothing here is on the reconcile loop's path, which only
+// hands over facts (OfferPacemaker, Events).
+type Reporting struct {
 	cfg     *config.Config
 	log     *slog.Logger
 	host    string
@@ -56,11 +59,11 @@ type nopRecorder struct{}
 
 func (nopRecorder) Eventf(string, string, string, ...any) {}
 
-// newReporting builds the targets the kubernetes section asks for; without
-// it, only a recorder that drops Events. listConfig returns the
-// configuration whose list rules are in force (they change with a reload).
-func newReporting(cfg *config.Config, listConfig func() *config.Config, log *slog.Logger, m *metrics.Metrics, host string) (*reporting, error) {
-	r := &reporting{cfg: cfg, log: log.With("component", "kubernetes"), host: host, events: nopRecorder{}, dirty: make(chan struct{}, 1)}
+// New builds the targets the kubernetes section asks for; without it,
+// only a recorder that drops Events. listConfig returns the configuration
+// whose list rules are in force (they change with a reload).
+func New(cfg *config.Config, listConfig func() *config.Config, log *slog.Logger, m *metrics.Metrics, host string) (*Reporting, error) {
+	r := &Reporting{cfg: cfg, log: log.With("component", "kubernetes"), host: host, events: nopRecorder{}, dirty: make(chan struct{}, 1)}
 	k := cfg.Kubernetes
 	if !k.Enabled() {
 		return r, nil
@@ -119,15 +122,29 @@ func eventObject(k config.Kubernetes) corev1.ObjectReference {
 	}
 }
 
-// setGuard lets the Etcd's protection annotation switch the guard of the
+// Events records Events about the cluster (drops them without
+// Kubernetes).
+func (r *Reporting) Events() kube.Recorder { return r.events }
+
+// ListVerdict says whether the member list is kept from the Etcd
+// resource (members.source etcd-resource), and why the latest list there
+// was refused.
+func (r *Reporting) ListVerdict() (keeps bool, err error) {
+	if r.keeper == nil {
+		return false, nil
+	}
+	return true, r.keeper.Err()
+}
+
+// SetGuard lets the Etcd's protection annotation switch the guard of the
 // files etcdlet renders (static-pod runtime only).
-func (r *reporting) setGuard(g *protect.Guard) {
+func (r *Reporting) SetGuard(g *protect.Guard) {
 	if g != nil && r.watcher != nil {
 		r.protection = &druid.ProtectionSwitch{Guard: g, Configured: r.cfg.Protection.On(), Log: r.log, Recorder: r.events}
 	}
 }
 
-func (r *reporting) onEtcd(e *druidv1alpha1.Etcd) {
+func (r *Reporting) onEtcd(e *druidv1alpha1.Etcd) {
 	if r.recorder != nil {
 		r.recorder.SetUID(e.UID)
 	}
@@ -141,8 +158,9 @@ func (r *reporting) onEtcd(e *druidv1alpha1.Etcd) {
 	}
 }
 
-// start runs every target until ctx ends.
-func (r *reporting) start(ctx context.Context, wg *sync.WaitGroup, local func(context.Context) (druid.LocalMember, error)) {
+// Start runs every target until ctx ends; local is what the local
+// member says about itself, for its Lease.
+func (r *Reporting) Start(ctx context.Context, wg *sync.WaitGroup, local func(context.Context) (druid.LocalMember, error)) {
 	if r.clients == nil {
 		return
 	}
@@ -157,15 +175,15 @@ func (r *reporting) start(ctx context.Context, wg *sync.WaitGroup, local func(co
 	wg.Go(func() { r.persist(ctx) })
 }
 
-// stop ends the event recorder (after the targets stopped).
-func (r *reporting) stop() {
+// Stop ends the event recorder (after the targets stopped).
+func (r *Reporting) Stop() {
 	if r.recorder != nil {
 		r.recorder.Stop()
 	}
 }
 
 // States returns every target's state.
-func (r *reporting) States() []kube.TargetState {
+func (r *Reporting) States() []kube.TargetState {
 	states := make([]kube.TargetState, 0, len(r.trackers)+1)
 	for _, t := range r.trackers {
 		states = append(states, t.State())
@@ -178,7 +196,7 @@ func (r *reporting) States() []kube.TargetState {
 	return states
 }
 
-func (r *reporting) changed() {
+func (r *Reporting) changed() {
 	select {
 	case r.dirty <- struct{}{}:
 	default:
@@ -189,13 +207,13 @@ func (r *reporting) changed() {
 // a Lease renewal every few seconds must not mean a disk write each.
 const persistEvery = 5 * time.Second
 
-// persist keeps ReportingFile current for `etcdlet status`, at most every
+// persist keeps File current for `etcdlet status`, at most every
 // persistEvery, and once more when the agent stops.
-func (r *reporting) persist(ctx context.Context) {
+func (r *Reporting) persist(ctx context.Context) {
 	store := state.Store{Dir: r.cfg.Agent.StateDir}
 	write := func() {
-		if err := store.WriteJSON(ReportingFile, r.States()); err != nil {
-			r.log.Warn("reporting state not saved for etcdlet status", "file", ReportingFile, "error", err)
+		if err := store.WriteJSON(File, r.States()); err != nil {
+			r.log.Warn("reporting state not saved for etcdlet status", "file", File, "error", err)
 		}
 	}
 	for {
@@ -215,17 +233,17 @@ func (r *reporting) persist(ctx context.Context) {
 	}
 }
 
-// ReadReporting reads the reporting state the agent saved (nil, nil when
-// it reports nothing, or never ran).
-func ReadReporting(cfg *config.Config) ([]kube.TargetState, error) {
+// Read reads the reporting state the agent saved in stateDir (nil, nil
+// when it reports nothing, or never ran).
+func Read(stateDir string) ([]kube.TargetState, error) {
 	var states []kube.TargetState
-	_, err := state.Store{Dir: cfg.Agent.StateDir}.ReadJSON(ReportingFile, &states)
+	_, err := state.Store{Dir: stateDir}.ReadJSON(File, &states)
 	return states, err
 }
 
-// membershipEvent turns a membership call into an Event: what changed, or
+// MembershipEvent turns a membership call into an Event: what changed, or
 // why the call failed.
-func (r *reporting) membershipEvent(a membership.Action, res etcdclient.Result) {
+func (r *Reporting) MembershipEvent(a membership.Action, res etcdclient.Result) {
 	if res.Outcome != etcdclient.Done {
 		if res.Outcome == etcdclient.Fatal {
 			r.events.Eventf(corev1.EventTypeWarning, kube.ReasonMembershipChangeFailed, "%s: %v", a, res.Err)
@@ -245,11 +263,11 @@ func (r *reporting) membershipEvent(a membership.Action, res etcdclient.Result) 
 	r.events.Eventf(corev1.EventTypeNormal, reason, "%s", a)
 }
 
-// offerPacemaker hands the latest PacemakerCluster status to the writer
+// OfferPacemaker hands the latest PacemakerCluster status to the writer
 // (nil while pacemaker's state is unknown: nothing is written then), with
 // whether this host is pacemaker's DC: the DC's agent is the one writer
 // (package pacemakercluster).
-func (r *reporting) offerPacemaker(snap pacemaker.Snapshot, built status.Object, self netip.Addr) {
+func (r *Reporting) OfferPacemaker(snap pacemaker.Snapshot, built status.Object, self netip.Addr) {
 	if r.pacemaker == nil {
 		return
 	}
