@@ -185,13 +185,7 @@ func yesNo(ok bool, why string) string {
 }
 
 func approveBootstrap(w io.Writer, cfg *config.Config, list []string, says string) error {
-	store := state.Store{Dir: cfg.Agent.StateDir}
-	op, err := store.LoadOperator()
-	if err != nil {
-		return err
-	}
-	op.BootstrapApproval = &state.Approval{List: slices.Clone(list), At: time.Now().UTC()}
-	if err := store.SaveOperator(op); err != nil {
+	if err := (state.Store{Dir: cfg.Agent.StateDir}).ApproveBootstrap(list, time.Now()); err != nil {
 		return err
 	}
 	fmt.Fprintf(w, says, strings.Join(list, " "))
@@ -221,13 +215,7 @@ deletes them).`,
 			if err != nil {
 				return err
 			}
-			store := state.Store{Dir: cfg.Agent.StateDir}
-			op, err := store.LoadOperator()
-			if err != nil {
-				return err
-			}
-			op.MovesAcknowledged = now
-			if err := store.SaveOperator(op); err != nil {
+			if err := (state.Store{Dir: cfg.Agent.StateDir}).AcknowledgeMoves(now); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "acknowledged %d move(s) aside within the last %s; the agent rejoins on its next pass\n", moved, cfg.Etcd.MoveAsideWindow)

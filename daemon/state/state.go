@@ -199,8 +199,33 @@ func (s Store) LoadOperator() (Operator, error) {
 	return op, err
 }
 
-// SaveOperator writes the operator file atomically (the CLI's side).
-func (s Store) SaveOperator(op Operator) error { return s.WriteJSON(OperatorFile, op) }
+// saveOperator writes the operator file atomically.
+func (s Store) saveOperator(op Operator) error { return s.WriteJSON(OperatorFile, op) }
+
+// ApproveBootstrap records the operator's approval of a bootstrap of the
+// list, given at at, in the operator file; the rest of it stays.
+func (s Store) ApproveBootstrap(list []string, at time.Time) error {
+	return s.updateOperator(func(op *Operator) {
+		op.BootstrapApproval = &Approval{List: slices.Clone(list), At: at.UTC()}
+	})
+}
+
+// AcknowledgeMoves records that the moves aside made before at no longer
+// count against the limit; the rest of the operator file stays.
+func (s Store) AcknowledgeMoves(at time.Time) error {
+	return s.updateOperator(func(op *Operator) { op.MovesAcknowledged = at.UTC() })
+}
+
+// updateOperator changes the operator file in place: only the CLI writes
+// it (the agent reads it), so a read and a write need no lock.
+func (s Store) updateOperator(change func(*Operator)) error {
+	op, err := s.LoadOperator()
+	if err != nil {
+		return err
+	}
+	change(&op)
+	return s.saveOperator(op)
+}
 
 // Clone returns a deep copy.
 func (s State) Clone() State {

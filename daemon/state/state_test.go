@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -190,5 +191,36 @@ func writeFile(t *testing.T, path, content string) {
 	t.Helper()
 	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An approval and an acknowledgement of moves are two commands an
+// operator may run in either order: neither forgets the other.
+func TestOperatorRecordsKeepEachOther(t *testing.T) {
+	s := Store{Dir: t.TempDir()}
+	acked := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	approved := acked.Add(time.Minute)
+	if err := s.AcknowledgeMoves(acked); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.ApproveBootstrap([]string{"192.0.2.1", "2001:db8::2"}, approved); err != nil {
+		t.Fatal(err)
+	}
+	op, err := s.LoadOperator()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !op.MovesAcknowledged.Equal(acked) {
+		t.Errorf("moves acknowledged %v after an approval, want %v", op.MovesAcknowledged, acked)
+	}
+	if a := op.BootstrapApproval; a == nil || !a.At.Equal(approved) || !slices.Equal(a.List, []string{"192.0.2.1", "2001:db8::2"}) {
+		t.Errorf("approval %+v, want the list at %v", a, approved)
+	}
+	later := approved.Add(time.Hour)
+	if err := s.AcknowledgeMoves(later); err != nil {
+		t.Fatal(err)
+	}
+	if op, err = s.LoadOperator(); err != nil || op.BootstrapApproval == nil || !op.MovesAcknowledged.Equal(later) {
+		t.Errorf("after a second acknowledgement: %+v, %v; want the approval kept and the new time", op, err)
 	}
 }
