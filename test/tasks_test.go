@@ -190,7 +190,7 @@ func TestSnapshotsToS3(t *testing.T) {
 		}
 	})
 	t.Run("a task is rejected while another node's task holds the lock", func(t *testing.T) {
-		holder := task.Holder{Task: "20261124-000000-abcdef", Type: "defrag", Node: "node-elsewhere", Since: time.Now()}
+		holder := etcdclient.LockHolder{Holder: "etcdlet task runner", Host: "node-elsewhere", PID: 4242, Acquired: time.Now(), Task: "20261124-000000-abcdef", Type: "defrag"}
 		b, _ := json.Marshal(holder)
 		lease, err := cli.Grant(t.Context(), 60)
 		if err != nil {
@@ -211,6 +211,21 @@ func TestSnapshotsToS3(t *testing.T) {
 		resp.Body.Close()
 		if resp.StatusCode != http.StatusServiceUnavailable || resp.Header.Get("Retry-After") == "" {
 			t.Errorf("POST /snapshot/delta while locked: %s (Retry-After %q), want 503 with a time to retry", resp.Status, resp.Header.Get("Retry-After"))
+		}
+		// What an operator sees of it: the holder, not stale while its
+		// lease lives, not broken by --yes.
+		out, stderr, code := etcdlet(t, "lock", "status", "--task", "--config", c.ConfigPath(1), "-o", "json")
+		var st struct {
+			Lock, Why   string
+			Held, Stale bool
+			Holder      *etcdclient.LockHolder
+		}
+		if err := json.Unmarshal([]byte(out), &st); err != nil || code != 0 || !st.Held || st.Stale || st.Lock != etcdclient.LockTask ||
+			st.Holder == nil || st.Holder.Task != holder.Task || st.Holder.Host != "node-elsewhere" {
+			t.Errorf("lock status --task: exit %d, %v: %s%s", code, err, out, stderr)
+		}
+		if _, stderr, code := etcdlet(t, "lock", "break", "--task", "--yes", "--config", c.ConfigPath(1)); code != 1 || !strings.Contains(stderr, "refused") {
+			t.Errorf("lock break --task --yes of a live task's lock: exit %d, %s", code, stderr)
 		}
 		if _, err := cli.Revoke(t.Context(), lease.ID); err != nil {
 			t.Fatal(err)

@@ -16,7 +16,7 @@ import (
 func newLockCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "lock",
-		Short: "Show or break the agents' writer lock",
+		Short: "Show or break the agents' writer lock, or the task lock",
 		Long: `Every membership change an agent makes (and etcdlet member remove,
 evict-learner, move-leader) happens under one cluster-wide writer lock: an
 etcd mutex under the key /etcdlet/_id/<cluster ID>/membership-lock (by the
@@ -31,17 +31,27 @@ An agent holds the lock for one change only: its locked section ends
 within agent.lockTTL. A holder that dies releases the lock when its lease
 expires, at most agent.lockTTL later; nothing needs breaking then. A lock
 held much longer is stale: a holder that hangs while its lease is kept
-alive.`,
+alive.
+
+With --task, the commands are about the cluster-wide task lock instead:
+the key /etcdlet/<cluster.name>/task-lock, which the running ops task
+(snapshot, defrag, compact, member-restart) holds on a lease its agent
+keeps alive, with the same holder record plus the task's ID and type. A
+task holds it for as long as it runs, within its timeout, so only a lease
+that is gone makes it stale.`,
 	}
 	cmd.AddCommand(newLockStatusCommand(), newLockBreakCommand())
 	return cmd
 }
 
 func newLockStatusCommand() *cobra.Command {
-	var path, output string
+	var (
+		path, output string
+		taskLock     bool
+	)
 	cmd := &cobra.Command{
 		Use:   "status",
-		Short: "Show who holds the writer lock, since when, and whether it is stale",
+		Short: "Show who holds the writer lock (or --task the task lock), since when, and whether it is stale",
 		Long: `Show whether the writer lock is held and, when it is: the holder (who,
 host, process ID), when it was taken and for how long it has been held,
 its lease (ID, granted and remaining TTL), the lock key and its create
@@ -56,12 +66,11 @@ with the agent's client TLS (--config).`,
 			if output != "table" && output != "json" {
 				return fmt.Errorf("--output %q: must be table or json", output)
 			}
-			return withLockClient(cmd.Context(), path, func(ctx context.Context, cli *clientv3.Client, key string, _ time.Duration) error {
-				st, err := etcdclient.ReadLock(ctx, cli, key)
+			return withLockClient(cmd.Context(), path, taskLock, func(ctx context.Context, cli *clientv3.Client, read readLock, _ time.Duration) error {
+				st, err := read(ctx, cli)
 				if err != nil {
 					return err
 				}
-				st.Judge(time.Now())
 				if output == "json" {
 					return writeJSON(cmd.OutOrStdout(), st)
 				}
@@ -72,13 +81,14 @@ with the agent's client TLS (--config).`,
 	}
 	addConfigFlag(cmd, &path)
 	cmd.Flags().StringVarP(&output, "output", "o", "table", "output format: table or json")
+	cmd.Flags().BoolVar(&taskLock, "task", false, "the cluster-wide task lock instead of the writer lock")
 	return cmd
 }
 
 func newLockBreakCommand() *cobra.Command {
 	var (
-		path       string
-		yes, force bool
+		path                 string
+		yes, force, taskLock bool
 	)
 	cmd := &cobra.Command{
 		Use:   "break",
@@ -99,12 +109,11 @@ never needed for a holder that died (its lease expires within
 agent.lockTTL); it is for a holder that hangs with its lease kept alive.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withLockClient(cmd.Context(), path, func(ctx context.Context, cli *clientv3.Client, key string, timeout time.Duration) error {
-				st, err := etcdclient.ReadLock(ctx, cli, key)
+			return withLockClient(cmd.Context(), path, taskLock, func(ctx context.Context, cli *clientv3.Client, read readLock, timeout time.Duration) error {
+				st, err := read(ctx, cli)
 				if err != nil {
 					return err
 				}
-				st.Judge(time.Now())
 				out := cmd.OutOrStdout()
 				writeLock(out, st)
 				if err := st.MayBreak(yes, force); err != nil {
@@ -116,7 +125,7 @@ agent.lockTTL); it is for a holder that hangs with its lease kept alive.`,
 				if err := etcdclient.BreakLock(ctx, cli, st, timeout); err != nil {
 					return err
 				}
-				fmt.Fprintf(out, "broke the writer lock: revoked lease %s of %s\n", st.Lease, st.HolderName())
+				fmt.Fprintf(out, "broke the %s: revoked lease %s of %s\n", st.Lock, st.Lease, st.HolderName())
 				return nil
 			})
 		},
@@ -124,12 +133,17 @@ agent.lockTTL); it is for a holder that hangs with its lease kept alive.`,
 	addConfigFlag(cmd, &path)
 	cmd.Flags().BoolVar(&yes, "yes", false, "break the lock if it is stale")
 	cmd.Flags().BoolVar(&force, "force", false, "break the lock whoever holds it, stale or not")
+	cmd.Flags().BoolVar(&taskLock, "task", false, "the cluster-wide task lock instead of the writer lock")
 	return cmd
 }
 
+// readLock reads one lock and judges it now.
+type readLock func(context.Context, *clientv3.Client) (etcdclient.LockStatus, error)
+
 // withLockClient connects with the agent's configuration and runs fn
-// with the lock prefix and the call timeout.
-func withLockClient(ctx context.Context, path string, fn func(context.Context, *clientv3.Client, string, time.Duration) error) error {
+// with the reader of the writer lock (or with taskLock the task lock)
+// and the call timeout.
+func withLockClient(ctx context.Context, path string, taskLock bool, fn func(context.Context, *clientv3.Client, readLock, time.Duration) error) error {
 	cfg, in, err := openCluster(path)
 	if err != nil {
 		return err
@@ -152,15 +166,26 @@ func withLockClient(ctx context.Context, path string, fn func(context.Context, *
 	if pinned := in.State.ClusterID; pinned != "" && pinned != strconv.FormatUint(id, 16) {
 		return fmt.Errorf("the endpoints answer for cluster %x, but this node belongs to cluster %s: not touching another cluster's lock", id, pinned)
 	}
-	return fn(ctx, cli, etcdclient.WriterLockKey(id), cfg.Agent.CallTimeout)
+	read := func(ctx context.Context, cli *clientv3.Client) (etcdclient.LockStatus, error) {
+		var st etcdclient.LockStatus
+		var err error
+		if taskLock {
+			st, err = etcdclient.ReadTaskLock(ctx, cli, etcdclient.TaskLockKey(cfg.Cluster.Name))
+		} else {
+			st, err = etcdclient.ReadLock(ctx, cli, etcdclient.WriterLockKey(id))
+		}
+		st.Judge(time.Now())
+		return st, err
+	}
+	return fn(ctx, cli, read, cfg.Agent.CallTimeout)
 }
 
 func writeLock(w io.Writer, st etcdclient.LockStatus) {
 	if !st.Held {
-		fmt.Fprintf(w, "writer lock %s: free (revision %d)\n", st.Prefix, st.Revision)
+		fmt.Fprintf(w, "%s %s: free (revision %d)\n", st.Lock, st.Prefix, st.Revision)
 		return
 	}
-	fmt.Fprintf(w, "writer lock %s: held\n", st.Prefix)
+	fmt.Fprintf(w, "%s %s: held\n", st.Lock, st.Prefix)
 	fmt.Fprintf(w, "  holder:   %s\n", st.HolderName())
 	if st.Holder != nil {
 		fmt.Fprintf(w, "  acquired: %s (%s ago)\n", st.Holder.Acquired.Local().Format(time.RFC3339), st.HeldFor)

@@ -129,13 +129,31 @@ func (l *SessionLocker) TryLock(ctx context.Context, endpoints []string, cluster
 	return &sessionLock{locker: l, session: session, mutex: mutex}, nil
 }
 
-// LockHolder is what a writer lock key's value says about its holder.
-// etcd records no time and no owner of a key, so the holder writes them.
+// LockHolder is what a lock key's value says about its holder, for the
+// writer lock and the task lock alike. etcd records no time and no owner
+// of a key, so the holder writes them.
 type LockHolder struct {
 	Holder   string    `json:"holder"`
 	Host     string    `json:"host"`
 	PID      int       `json:"pid"`
 	Acquired time.Time `json:"acquired"`
+	// Task and Type name the task that holds the task lock; empty for the
+	// writer lock.
+	Task string `json:"task,omitempty"`
+	Type string `json:"type,omitempty"`
+}
+
+// newLockHolder is who this process is, holding a lock now: holder (an
+// agent's node, an operator command; the host name when empty), this
+// host and process.
+func newLockHolder(holder string, now time.Time) LockHolder {
+	host, _ := os.Hostname()
+	return LockHolder{Holder: cmp.Or(holder, host), Host: host, PID: os.Getpid(), Acquired: now.UTC()}
+}
+
+// TaskName names the task holding the task lock, for a person.
+func (h LockHolder) TaskName() string {
+	return fmt.Sprintf("task %s (%s) on node %s since %s", h.Task, h.Type, cmp.Or(h.Host, h.Holder, "unnamed"), h.Acquired.UTC().Format(time.RFC3339))
 }
 
 // ParseLockHolder reads a lock key's value; ok is false for a value that
@@ -152,9 +170,7 @@ func ParseLockHolder(value []byte) (h LockHolder, ok bool) {
 // same lease and only while the key is still the one this mutex created:
 // a lock broken in between is not re-created.
 func (l *SessionLocker) identify(ctx context.Context, session *concurrency.Session, mutex *concurrency.Mutex) error {
-	host, _ := os.Hostname()
-	holder := cmp.Or(l.Holder, host)
-	value, err := json.Marshal(LockHolder{Holder: holder, Host: host, PID: os.Getpid(), Acquired: time.Now().UTC()})
+	value, err := json.Marshal(newLockHolder(l.Holder, time.Now()))
 	if err != nil {
 		return fmt.Errorf("record writer lock holder: %w", err)
 	}
@@ -199,7 +215,7 @@ func (l *SessionLocker) sessionFor(ctx context.Context, endpoints []string, clus
 		if err != nil {
 			return nil, fmt.Errorf("grant writer lock lease: %w", err)
 		}
-		if got := lease.ResponseHeader.ClusterId; got != clusterID {
+		if got := lease.ClusterId; got != clusterID {
 			_, _ = l.client.Revoke(grantCtx, lease.ID)
 			return nil, fmt.Errorf("grant writer lock lease: the endpoints answer for cluster %x, not %x", got, clusterID)
 		}

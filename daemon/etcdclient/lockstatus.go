@@ -2,16 +2,20 @@ package etcdclient
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
+	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
 
-// LockStatus is the writer lock as read from etcd, for `etcdlet lock`.
+// LockStatus is the writer lock or the task lock as read from etcd, for
+// `etcdlet lock`.
 type LockStatus struct {
+	// Lock is which lock: LockWriter or LockTask.
+	Lock string `json:"lock"`
+	// Prefix is the writer lock's prefix, or the task lock's key.
 	Prefix string `json:"prefix"`
 	Held   bool   `json:"held"`
 	// Key is the holder's mutex key; Lease its lease, in hex.
@@ -36,7 +40,7 @@ type LockStatus struct {
 // holder's lease, linearizably. The holder is the key created first, as in
 // etcd's mutex.
 func ReadLock(ctx context.Context, cli *clientv3.Client, prefix string) (LockStatus, error) {
-	st := LockStatus{Prefix: prefix}
+	st := LockStatus{Lock: LockWriter, Prefix: prefix}
 	resp, err := cli.Get(ctx, prefix+"/", clientv3.WithPrefix(), clientv3.WithSort(clientv3.SortByCreateRevision, clientv3.SortAscend))
 	if err != nil {
 		return st, fmt.Errorf("read writer lock %s: %w", prefix, err)
@@ -46,26 +50,55 @@ func ReadLock(ctx context.Context, cli *clientv3.Client, prefix string) (LockSta
 		return st, nil
 	}
 	kv := resp.Kvs[0]
-	st.Held, st.Key, st.CreateRevision, st.Waiting = true, string(kv.Key), kv.CreateRevision, len(resp.Kvs)-1
+	st.Waiting = len(resp.Kvs) - 1
+	return st, st.readHolder(ctx, cli, kv)
+}
+
+// Which lock a LockStatus is about.
+const (
+	LockWriter = "writer lock"
+	LockTask   = "task lock"
+)
+
+// ReadTaskLock reads the task lock (TaskLockKey) and its holder's lease,
+// linearizably.
+func ReadTaskLock(ctx context.Context, cli *clientv3.Client, key string) (LockStatus, error) {
+	st := LockStatus{Lock: LockTask, Prefix: key}
+	resp, err := cli.Get(ctx, key)
+	if err != nil {
+		return st, fmt.Errorf("read task lock %s: %w", key, err)
+	}
+	st.Revision = resp.Header.Revision
+	if len(resp.Kvs) == 0 {
+		return st, nil
+	}
+	return st, st.readHolder(ctx, cli, resp.Kvs[0])
+}
+
+// readHolder fills in the holder's key, record and lease.
+func (st *LockStatus) readHolder(ctx context.Context, cli *clientv3.Client, kv *mvccpb.KeyValue) error {
+	st.Held, st.Key, st.CreateRevision = true, string(kv.Key), kv.CreateRevision
 	st.LeaseID = clientv3.LeaseID(kv.Lease)
 	st.Lease = strconv.FormatInt(kv.Lease, 16)
 	if h, ok := ParseLockHolder(kv.Value); ok {
 		st.Holder = &h
 	}
 	if st.LeaseID == clientv3.NoLease {
-		return st, nil
+		return nil
 	}
 	ttl, err := cli.TimeToLive(ctx, st.LeaseID)
 	if err != nil {
-		return st, fmt.Errorf("read writer lock lease %s: %w", st.Lease, err)
+		return fmt.Errorf("read %s lease %s: %w", st.Lock, st.Lease, err)
 	}
 	st.GrantedTTL, st.RemainingTTL = ttl.GrantedTTL, ttl.TTL
-	return st, nil
+	return nil
 }
 
-// Judge says whether a held lock is stale, and why: held for longer than
-// twice its lease's TTL (a locked section ends within one; the second
-// covers clocks that differ between hosts), or on a lease that is gone.
+// Judge says whether a held lock is stale, and why: on a lease that is
+// gone, or (the writer lock) held for longer than twice its lease's TTL (a
+// locked section ends within one; the second covers clocks that differ
+// between hosts). A task holds the task lock for as long as it runs,
+// within its own timeout, so only a lost lease makes that one stale.
 func (st *LockStatus) Judge(now time.Time) {
 	switch {
 	case !st.Held:
@@ -74,6 +107,9 @@ func (st *LockStatus) Judge(now time.Time) {
 		st.Stale, st.Why = true, "its lease is gone: the key outlived its holder"
 	case st.Holder == nil:
 		st.Why = "the key's value names no holder and no time (an etcdlet older than this one took it): its age is unknown; it is released when its lease expires"
+	case st.Lock == LockTask:
+		st.HeldFor = now.Sub(st.Holder.Acquired).Round(time.Second).String()
+		st.Why = fmt.Sprintf("held for %s by a running task, whose keep-alive holds the lease; the task's timeout ends it", st.HeldFor)
 	default:
 		held := now.Sub(st.Holder.Acquired)
 		limit := 2 * time.Duration(st.GrantedTTL) * time.Second
@@ -91,7 +127,11 @@ func (st LockStatus) HolderName() string {
 	if st.Holder == nil {
 		return "an unnamed holder"
 	}
-	return fmt.Sprintf("%s (host %s, pid %d)", st.Holder.Holder, st.Holder.Host, st.Holder.PID)
+	h := st.Holder
+	if h.Task != "" {
+		return fmt.Sprintf("task %s (%s), %s (host %s, pid %d)", h.Task, h.Type, h.Holder, h.Host, h.PID)
+	}
+	return fmt.Sprintf("%s (host %s, pid %d)", h.Holder, h.Host, h.PID)
 }
 
 // MayBreak is the rule of `etcdlet lock break`: with yes a stale lock
@@ -99,7 +139,7 @@ func (st LockStatus) HolderName() string {
 func (st LockStatus) MayBreak(yes, force bool) error {
 	switch {
 	case !yes && !force:
-		return errors.New("refused: breaking the writer lock needs --yes (only a stale lock) or --force (any lock)")
+		return fmt.Errorf("refused: breaking the %s needs --yes (only a stale lock) or --force (any lock)", st.Lock)
 	case !st.Held || force || st.Stale:
 		return nil
 	}
@@ -114,7 +154,7 @@ func BreakLock(ctx context.Context, cli *clientv3.Client, st LockStatus, timeout
 	defer cancel()
 	if st.LeaseID != clientv3.NoLease {
 		if _, err := cli.Revoke(ctx, st.LeaseID); err != nil {
-			return fmt.Errorf("break writer lock: revoke lease %s: %w", st.Lease, err)
+			return fmt.Errorf("break %s: revoke lease %s: %w", st.Lock, st.Lease, err)
 		}
 		return nil
 	}
@@ -122,9 +162,9 @@ func BreakLock(ctx context.Context, cli *clientv3.Client, st LockStatus, timeout
 		Then(clientv3.OpDelete(st.Key)).Commit()
 	switch {
 	case err != nil:
-		return fmt.Errorf("break writer lock: delete %s: %w", st.Key, err)
+		return fmt.Errorf("break %s: delete %s: %w", st.Lock, st.Key, err)
 	case !resp.Succeeded:
-		return fmt.Errorf("break writer lock: %s changed since it was read; look again", st.Key)
+		return fmt.Errorf("break %s: %s changed since it was read; look again", st.Lock, st.Key)
 	}
 	return nil
 }

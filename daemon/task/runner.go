@@ -10,6 +10,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 )
 
 // DefaultRequeueInterval is how long a step that asked to be requeued waits
@@ -52,7 +54,7 @@ type Runner struct {
 	cancelled map[string]bool
 	current   string
 	handlers  map[string]Handler
-	held      map[string]Held
+	held      map[string]etcdclient.TaskLock
 }
 
 // Load reads the persisted tasks; Run calls it when it was not called.
@@ -74,7 +76,7 @@ func (r *Runner) Load() error {
 	r.cancels = map[string]context.CancelCauseFunc{}
 	r.cancelled = map[string]bool{}
 	r.handlers = map[string]Handler{}
-	r.held = map[string]Held{}
+	r.held = map[string]etcdclient.TaskLock{}
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/state"
 	"github.com/etcdlet/etcdlet/internal/eventually"
 )
@@ -20,26 +21,26 @@ import (
 // runner; the etcd lock has its own tests against a real etcd.
 type memLocker struct {
 	mu     sync.Mutex
-	holder *Holder
+	holder *etcdclient.LockHolder
 	lost   chan struct{}
 	err    error // Acquire fails with it (etcd unreachable)
 }
 
-func (l *memLocker) Acquire(_ context.Context, h Holder) (Held, error) {
+func (l *memLocker) Acquire(_ context.Context, h etcdclient.LockHolder) (etcdclient.TaskLock, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.err != nil {
 		return nil, l.err
 	}
 	if l.holder != nil && l.holder.Task != h.Task {
-		return nil, &HeldError{By: *l.holder}
+		return nil, &etcdclient.TaskLockHeldError{By: *l.holder}
 	}
 	l.holder = &h
 	l.lost = make(chan struct{})
 	return &memHeld{l: l, lost: l.lost}, nil
 }
 
-func (l *memLocker) held() *Holder {
+func (l *memLocker) held() *etcdclient.LockHolder {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.holder
@@ -204,7 +205,7 @@ func TestTaskOutcomes(t *testing.T) {
 				t.Errorf("cleanup ran %d times, want %d", cleaned, c.cleaned)
 			}
 			if h := f.locker.held(); h != nil {
-				t.Errorf("the cluster-wide lock is still held by %s after the task ended", h)
+				t.Errorf("the cluster-wide lock is still held by %s after the task ended", h.TaskName())
 			}
 			// What the API shows is what a restarted agent reads.
 			stored, err := f.store.Load()
@@ -281,7 +282,7 @@ func TestOneTaskAtATime(t *testing.T) {
 
 	t.Run("a task of another node holding the cluster lock rejects this one", func(t *testing.T) {
 		f.locker.mu.Lock()
-		f.locker.holder = &Holder{Task: "other", Type: "snapshot", Node: "node-b", Since: time.Now()}
+		f.locker.holder = &etcdclient.LockHolder{Task: "other", Type: "snapshot", Host: "node-b", Acquired: time.Now()}
 		f.locker.mu.Unlock()
 		got := wait(t, f.runner, submit(t, f.runner, nil).ID)
 		if got.Phase != Rejected || got.LastErrors[0].Code != CodeDuplicateTask || !strings.Contains(got.LastErrors[0].Description, "node-b") {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 )
 
 // step moves one task forward: admission, execution (until it succeeds,
@@ -126,7 +128,7 @@ func (r *Runner) admit(ctx context.Context, t Task) bool {
 			return false
 		}
 		held, err := r.Locker.Acquire(ctx, r.holder(t))
-		var busy *HeldError
+		var busy *etcdclient.TaskLockHeldError
 		switch {
 		case errors.As(err, &busy):
 			r.finish(t.ID, Rejected, "rejected: "+busy.Error(), &Error{Code: CodeDuplicateTask, Description: busy.Error()})
@@ -187,7 +189,7 @@ func (r *Runner) execute(ctx context.Context, t Task) {
 	for {
 		if r.heldFor(t.ID) == nil {
 			held, err := r.Locker.Acquire(ctx, r.holder(t))
-			var busy *HeldError
+			var busy *etcdclient.TaskLockHeldError
 			switch {
 			case errors.As(err, &busy):
 				// Another task took the lock while this agent was away (its
@@ -370,17 +372,13 @@ func (r *Runner) cancelledWhileWaiting(ctx context.Context, id string) bool {
 	return true
 }
 
-func (r *Runner) holder(t Task) Holder {
-	return Holder{Task: t.ID, Type: t.Type, Node: r.Node, Since: r.now()}
-}
-
-func (r *Runner) setHeld(id string, h Held) {
+func (r *Runner) setHeld(id string, h etcdclient.TaskLock) {
 	r.mu.Lock()
 	r.held[id] = h
 	r.mu.Unlock()
 }
 
-func (r *Runner) heldFor(id string) Held {
+func (r *Runner) heldFor(id string) etcdclient.TaskLock {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.held[id]

@@ -113,7 +113,7 @@ func New(opts Options) (*Service, error) {
 	o.runner = &task.Runner{
 		Registry: reg, Store: task.FileStore{State: state.Store{Dir: cfg.Agent.StateDir}}, Node: opts.Node, Log: log,
 		RequeueInterval: cfg.Tasks.RequeueInterval,
-		Locker: &task.EtcdLocker{Key: etcdclient.TaskLockKey(cfg.Cluster.Name), TTL: cfg.Tasks.LockTTL, CallTimeout: cfg.Agent.CallTimeout,
+		Locker: &etcdclient.TaskLocker{Key: etcdclient.TaskLockKey(cfg.Cluster.Name), TTL: cfg.Tasks.LockTTL, CallTimeout: cfg.Agent.CallTimeout,
 			Client: func() (*clientv3.Client, error) { return o.client() }},
 		OnTransition: func(t task.Task, from task.Phase) { o.transitioned(t, events) },
 	}
