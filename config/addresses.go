@@ -154,31 +154,56 @@ func checkAddress(errs *Errors, e AddressEntry) (netip.Addr, bool) {
 	return netip.Addr{}, false
 }
 
+// ListRules are the rules a member list is read and checked under: its
+// source (members.*), cluster.replicas, and the transport rule of
+// etcd.tls and etcd.insecure. A reload may change the first two; a
+// ListRules is a value, so whoever holds one holds all of it, and a
+// reload hands over a new one instead of writing into the one in use.
+type ListRules struct {
+	Members  Members
+	Replicas *int // cluster.replicas; nil when unset
+	// StateDir is agent.stateDir, where the Etcd resource's list is kept.
+	StateDir string
+	etcd     Etcd // for checkTransport
+}
+
+// ListRules are the configuration's list rules.
+func (c *Config) ListRules() ListRules {
+	return ListRules{Members: c.Members, Replicas: c.Cluster.Replicas, StateDir: c.Agent.StateDir, etcd: c.Etcd}
+}
+
+// DesiredMembers reads the member list from the configured source and
+// validates it (ListRules.DesiredMembers).
+func (c *Config) DesiredMembers() ([]netip.Addr, Errors) { return c.ListRules().DesiredMembers() }
+
+// MembersFile is the file the list is read from (ListRules.MembersFile).
+func (c *Config) MembersFile() string { return c.ListRules().MembersFile() }
+
 // DesiredMembers reads the member list from the configured source and
 // validates it. For the file source a missing or unreadable file is an
 // error like any other: the caller keeps the last good list in force.
-func (c *Config) DesiredMembers() ([]netip.Addr, Errors) {
-	switch c.Members.Source {
+func (r ListRules) DesiredMembers() ([]netip.Addr, Errors) {
+	switch r.Members.Source {
 	case SourceStatic:
-		return ValidateAddressList("members.addresses", StaticEntries(c.Members.Addresses), c.Cluster.Replicas)
+		return ValidateAddressList("members.addresses", StaticEntries(r.Members.Addresses), r.Replicas)
 	case SourceFile, SourceEtcdResource:
-		entries, errs := ReadMembersFile(c.MembersFile())
+		entries, errs := ReadMembersFile(r.MembersFile())
 		if len(errs) > 0 {
 			return nil, errs
 		}
-		return c.CheckList("members.file", entries)
+		return r.CheckList("members.file", entries)
 	default:
-		return nil, Errors{{Path: "members.source", Value: c.Members.Source, Rule: "must be static, file or etcd-resource"}}
+		return nil, Errors{{Path: "members.source", Value: r.Members.Source, Rule: "must be static, file or etcd-resource"}}
 	}
 }
 
 // CheckList applies every rule a member list from outside the
 // configuration must pass (ValidateAddressList, then TLS off loopback):
 // the members file's, and the Etcd resource's before it is kept.
-func (c *Config) CheckList(listPath string, entries []AddressEntry) ([]netip.Addr, Errors) {
-	addrs, errs := ValidateAddressList(listPath, entries, c.Cluster.Replicas)
+func (r ListRules) CheckList(listPath string, entries []AddressEntry) ([]netip.Addr, Errors) {
+	addrs, errs := ValidateAddressList(listPath, entries, r.Replicas)
 	if len(errs) == 0 {
-		c.Etcd.checkTransport(&errs, entries)
+		r.etcd.checkTransport(&errs, entries)
 	}
 	if len(errs) > 0 {
 		return nil, errs
@@ -189,12 +214,12 @@ func (c *Config) CheckList(listPath string, entries []AddressEntry) ([]netip.Add
 // MembersFile is the file the list is read from: members.file, or for
 // members.source etcd-resource the copy of the Etcd's list that the agent
 // keeps in agent.stateDir; "" for the static source.
-func (c *Config) MembersFile() string {
-	switch c.Members.Source {
+func (r ListRules) MembersFile() string {
+	switch r.Members.Source {
 	case SourceFile:
-		return c.Members.File
+		return r.Members.File
 	case SourceEtcdResource:
-		return c.EtcdResourceMembers()
+		return r.EtcdResourceMembers()
 	}
 	return ""
 }

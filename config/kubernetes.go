@@ -88,8 +88,11 @@ func (k Kubernetes) Enabled() bool {
 }
 
 // EtcdResourceMembers is the path of the persisted Etcd resource list.
-func (c *Config) EtcdResourceMembers() string {
-	return filepath.Join(c.Agent.StateDir, EtcdResourceMembersFile)
+func (c *Config) EtcdResourceMembers() string { return c.ListRules().EtcdResourceMembers() }
+
+// EtcdResourceMembers is the path of the persisted Etcd resource list.
+func (r ListRules) EtcdResourceMembers() string {
+	return filepath.Join(r.StateDir, EtcdResourceMembersFile)
 }
 
 func (k *Kubernetes) applyDefaults(explicit map[string]bool) {

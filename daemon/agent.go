@@ -51,7 +51,7 @@ type Agent struct {
 	// cfg is the configuration loaded at start. Nothing writes to it:
 	// goroutines read it without a lock. Its list rules (members.*,
 	// cluster.replicas) are those of the start: a reload replaces them in
-	// source, which is where they are read (source.Config()).
+	// source, which is where they are read (source.Rules()).
 	cfg         *config.Config
 	log         *slog.Logger
 	version     string // etcdlet's build version, for the log and etcdlet_build_info
@@ -101,9 +101,9 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 		reloads: make(chan reloadRequest), wakes: consent.NewWakes(consent.WakeInterval)}
 	// The list source owns the list rules in force (a reload replaces
 	// them there); the keeper of the Etcd resource's list reads them from it.
-	a.source = memberlist.New(cfg, log, st.AppliedList())
+	a.source = memberlist.New(cfg.ListRules(), log, st.AppliedList())
 	host, _ := os.Hostname()
-	if a.report, err = report.New(cfg, a.source.Config, log, m, host); err != nil {
+	if a.report, err = report.New(cfg, a.source.Rules, log, m, host); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -118,7 +118,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 		}
 	}
 	a.node = node.New(node.Deps{
-		Config: cfg, Log: log, Cluster: pool,
+		Settings: node.SettingsFrom(cfg), Log: log, Cluster: pool,
 		Locker: &etcdclient.SessionLocker{Pool: pool, TTL: cfg.Agent.LockTTL,
 			CallTimeout: cfg.Agent.CallTimeout, Holder: "etcdlet agent"},
 		Runtime: a.runtime, DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: store,

@@ -13,7 +13,6 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
-	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/manifest"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/node"
@@ -27,11 +26,12 @@ import (
 // render`, and changes nothing: no membership call, no state written, no
 // member started or stopped.
 type Inspector struct {
-	Node  *node.Node
-	State state.State
-	cfg   *config.Config
-	list  *configList
-	pool  *etcdclient.Pool
+	Node     *node.Node
+	State    state.State
+	cfg      *config.Config
+	settings node.Settings
+	list     *configList
+	pool     *etcdclient.Pool
 }
 
 // NewInspector builds a read-only node controller for cfg.
@@ -41,14 +41,15 @@ func NewInspector(cfg *config.Config, log *slog.Logger) (*Inspector, error) {
 		return nil, err
 	}
 	list := newConfigList(cfg, c.state.AppliedList())
+	settings := node.SettingsFrom(cfg)
 	n := node.New(node.Deps{
-		Config: cfg, Log: log, Cluster: c.pool, Runtime: probedRuntime{cfg: cfg},
+		Settings: settings, Log: log, Cluster: c.pool, Runtime: probedRuntime{cfg: cfg},
 		// Reads the agents' posted lists; it posts nothing and takes no lock.
 		Locker:  &etcdclient.SessionLocker{Pool: c.pool, TTL: cfg.Agent.LockTTL, CallTimeout: cfg.Agent.CallTimeout, Holder: "etcdlet status"},
 		DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: readOnlyStore{c.store},
 		Peers: c.peers, List: list, Detect: nodeaddr.Detect,
 	}, c.state)
-	return &Inspector{Node: n, State: c.state, cfg: cfg, list: list, pool: c.pool}, nil
+	return &Inspector{Node: n, State: c.state, cfg: cfg, settings: settings, list: list, pool: c.pool}, nil
 }
 
 // Look takes one snapshot. Without any list in force (none valid now and
@@ -64,13 +65,13 @@ func (i *Inspector) Look(ctx context.Context) node.Snapshot {
 }
 
 func (i *Inspector) observeUnlisted(ctx context.Context) membership.View {
-	scheme := identity.SchemeFrom(i.cfg)
+	scheme := i.settings.Scheme
 	var endpoints []string
-	if ip, _, err := node.NodeAddress(i.cfg, nil, i.State, nodeaddr.Detect); err == nil {
+	if ip, _, err := node.NodeAddress(i.settings.Address, nil, i.State, nodeaddr.Detect); err == nil {
 		endpoints = append(endpoints, scheme.For(ip).ClientURL)
 	}
 	pinned, _ := strconv.ParseUint(i.State.ClusterID, 16, 64) // "" before the first join: not pinned
-	observer := membership.Observer{Cluster: i.pool, Timeout: i.cfg.Agent.CallTimeout, Scheme: scheme}
+	observer := membership.Observer{Cluster: i.pool, Timeout: i.settings.CallTimeout, Scheme: scheme}
 	return observer.Observe(ctx, membership.Target{Endpoints: endpoints, Pinned: pinned})
 }
 
@@ -81,10 +82,10 @@ func (i *Inspector) ClientEndpoints() []string {
 	i.list.Refresh()
 	listed, _ := i.list.Current()
 	addrs := slices.Clone(listed)
-	if ip, _, err := node.NodeAddress(i.cfg, listed, i.State, nodeaddr.Detect); err == nil {
+	if ip, _, err := node.NodeAddress(i.settings.Address, listed, i.State, nodeaddr.Detect); err == nil {
 		addrs = append(addrs, ip)
 	}
-	return membership.Endpoints(identity.SchemeFrom(i.cfg).ForAll(addrs), nil)
+	return membership.Endpoints(i.settings.Scheme.ForAll(addrs), nil)
 }
 
 // Pool is the inspector's connection pool, with the agent's client TLS.
@@ -105,7 +106,7 @@ func (i *Inspector) Close() {
 }
 
 // Preview returns the spec the local member would run with now.
-func (i *Inspector) Preview(ctx context.Context, cfg *config.Config) (runtime.Spec, error) {
+func (i *Inspector) Preview(ctx context.Context) (runtime.Spec, error) {
 	s := i.Look(ctx)
 	switch {
 	case !s.ListOK && s.ListErr != nil:
@@ -113,7 +114,7 @@ func (i *Inspector) Preview(ctx context.Context, cfg *config.Config) (runtime.Sp
 	case s.SelfErr != nil:
 		return runtime.Spec{}, s.SelfErr
 	}
-	spec, ok := node.SpecFor(cfg, s.Self, s.Decision, i.State)
+	spec, ok := node.SpecFor(i.settings.Member, s.Self, s.Decision, i.State)
 	if !ok {
 		return runtime.Spec{}, fmt.Errorf("no member runs on this node now: %s: %s", s.Decision.Kind, s.Decision.Reason)
 	}

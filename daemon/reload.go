@@ -17,18 +17,18 @@ var reloadable = []string{"members", "cluster.replicas"}
 //
 // Nothing is written into a loaded configuration: the goroutines that read
 // one (the members-file watch, the keeper of the Etcd resource's list, the
-// HTTP handlers, ...) do so without a lock. The reloaded configuration is
-// handed over whole to the list source, the one owner of the list rules in
-// force, and those who apply them read it from there; a.cfg stays the one
-// loaded at start.
+// HTTP handlers, ...) do so without a lock. The reloaded list rules are
+// handed over whole to the list source, their one owner, and those who
+// apply them read them from there; a.cfg stays the one loaded at start,
+// which is what every other field must still equal.
 func (a *Agent) applyReload(cfg *config.Config) error {
-	if fields := immutableChanges(a.source.Config(), cfg); len(fields) > 0 {
+	if fields := immutableChanges(a.cfg, cfg); len(fields) > 0 {
 		err := fmt.Errorf("reload refused: %s changed; these need a restart of etcdlet (the running configuration stays in force)", strings.Join(fields, ", "))
 		a.log.Error("configuration reload refused", "error", err)
 		a.health.reloaded(err)
 		return err
 	}
-	a.source.SetConfig(cfg)
+	a.source.SetRules(cfg.ListRules())
 	a.health.reloaded(nil)
 	a.log.Info("configuration reloaded")
 	return nil

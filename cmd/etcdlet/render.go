@@ -43,7 +43,7 @@ an invalid configuration, too, and when no member runs on this node now
 				return err
 			}
 			defer inspector.Close()
-			spec, err := inspector.Preview(cmd.Context(), cfg)
+			spec, err := inspector.Preview(cmd.Context())
 			if err != nil {
 				return err
 			}

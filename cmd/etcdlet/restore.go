@@ -8,7 +8,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
-	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 	"github.com/etcdlet/etcdlet/daemon/ops"
@@ -54,11 +53,12 @@ confirmation unless --yes.`,
 			}
 			out := cmd.OutOrStdout()
 			now := time.Now()
+			settings := restore.SettingsFrom(cfg)
 			if rejoin {
 				if !yes && !confirm(cmd, fmt.Sprintf("move %s aside and make this node join the restored cluster as a new member?", cfg.Etcd.DataDir)) {
 					return fmt.Errorf("not confirmed")
 				}
-				moved, err := restore.Rejoin(cfg, now)
+				moved, err := restore.Rejoin(settings, now)
 				if err != nil {
 					return err
 				}
@@ -72,7 +72,7 @@ confirmation unless --yes.`,
 			if store == nil {
 				return fmt.Errorf("backup.store: no snapshot store is configured in %s", path)
 			}
-			self, list, err := restore.Self(cfg, nodeaddr.Detect)
+			self, list, err := restore.Self(settings, nodeaddr.Detect)
 			if err != nil {
 				return err
 			}
@@ -81,9 +81,9 @@ confirmation unless --yes.`,
 				return err
 			}
 			defer pool.Close()
-			listed := membership.ClientURLs(identity.SchemeFrom(cfg).ForAll(list))
+			listed := membership.ClientURLs(settings.Scheme.ForAll(list))
 			sv := ops.Surveyor{Etcd: pool, CallTimeout: cfg.Agent.CallTimeout, Endpoints: func() []string { return listed }}
-			plan, err := restore.Prepare(cmd.Context(), cfg, store, self, sv, snapshot, force)
+			plan, err := restore.Prepare(cmd.Context(), settings, store, self, sv, snapshot, force)
 			if err != nil {
 				return err
 			}
@@ -96,7 +96,7 @@ confirmation unless --yes.`,
 				return fmt.Errorf("not confirmed")
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			moved, err := restore.Run(cmd.Context(), cfg, store, plan, log, now)
+			moved, err := restore.Run(cmd.Context(), settings, store, plan, log, now)
 			if err != nil {
 				return err
 			}

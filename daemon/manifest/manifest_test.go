@@ -86,7 +86,7 @@ func specFor(t *testing.T, cfg *config.Config, self, state string) runtime.Spec 
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	return runtime.BuildSpec(cfg, scheme.For(netip.MustParseAddr(self)), identity.InitialCluster(scheme.ForAll(addrs)), state)
+	return runtime.BuildSpec(runtime.SettingsFrom(cfg), scheme.For(netip.MustParseAddr(self)), identity.InitialCluster(scheme.ForAll(addrs)), state)
 }
 
 func TestGoldenManifests(t *testing.T) {
@@ -145,7 +145,7 @@ func TestCommandLine(t *testing.T) {
 	cfg := cfgFor(t, ipv6TLS)
 	scheme := identity.SchemeFrom(cfg)
 	self := scheme.For(netip.MustParseAddr("2001:db8::12"))
-	spec := runtime.BuildSpec(cfg, self, "etcd-main-2001:db8::10=https://[2001:db8::10]:2380,etcd-main-2001:db8::12=https://[2001:db8::12]:2380", runtime.StateExisting)
+	spec := runtime.BuildSpec(runtime.SettingsFrom(cfg), self, "etcd-main-2001:db8::10=https://[2001:db8::10]:2380,etcd-main-2001:db8::12=https://[2001:db8::12]:2380", runtime.StateExisting)
 	spec.ExtraArgs = map[string]string{"name": "never-overrides", "snapshot-count": "5000"}
 	want := []string{
 		"etcd",

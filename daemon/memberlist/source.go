@@ -27,11 +27,10 @@ import (
 
 // Source holds the desired list. It is safe for concurrent use.
 //
-// It also holds the configuration whose list rules (members.*,
-// cluster.replicas) are in force: a reload hands it a new one with
-// SetConfig, and whoever else applies those rules reads it with Config.
-// A configuration is never written to once loaded, so the one Config
-// returns can be read without a lock; a reload replaces it whole.
+// It also holds the list rules in force (members.*, cluster.replicas):
+// a reload hands it new ones with SetRules, and whoever else applies
+// those rules reads them with Rules. They are a value: a reload replaces
+// them whole, and nobody writes into the ones in use.
 type Source struct {
 	log     *slog.Logger
 	changes chan struct{}
@@ -60,17 +59,18 @@ type Source struct {
 	readMu sync.Mutex
 
 	mu       sync.Mutex
-	cfg      *config.Config
+	rules    config.ListRules
 	current  []netip.Addr
 	valid    bool   // a good list has been read (or restored)
 	lastSeen string // hash of the last content acted on, to log once per change
 	lastErr  error
 }
 
-// New returns a source for cfg. fallback is the last list applied before a
-// restart: it is in force until the configured source yields a good list.
-func New(cfg *config.Config, log *slog.Logger, fallback []netip.Addr) *Source {
-	s := &Source{log: log, cfg: cfg, changes: make(chan struct{}, 1), resync: make(chan struct{}, 1), watching: make(chan struct{}), now: time.Now, settle: settle}
+// New returns a source under rules. fallback is the last list applied
+// before a restart: it is in force until the configured source yields a
+// good list.
+func New(rules config.ListRules, log *slog.Logger, fallback []netip.Addr) *Source {
+	s := &Source{log: log, rules: rules, changes: make(chan struct{}, 1), resync: make(chan struct{}, 1), watching: make(chan struct{}), now: time.Now, settle: settle}
 	if len(fallback) > 0 {
 		s.current, s.valid = fallback, true
 	}
@@ -105,38 +105,37 @@ func (s *Source) Read() bool {
 // changed (a Refresh returns that itself).
 func (s *Source) Changes() <-chan struct{} { return s.changes }
 
-// SetConfig switches to a reloaded configuration (SIGHUP) and reads the
-// source it names at once: events the watch is waiting to act on concern
-// the old file. Only a file modified within the settle time is left for
-// the watch, which moves to the new file. cfg must not be written to
-// afterwards: other goroutines read it without a lock.
-func (s *Source) SetConfig(cfg *config.Config) {
+// SetRules switches to the list rules of a reloaded configuration
+// (SIGHUP) and reads the source they name at once: events the watch is
+// waiting to act on concern the old file. Only a file modified within the
+// settle time is left for the watch, which moves to the new file.
+func (s *Source) SetRules(rules config.ListRules) {
 	s.mu.Lock()
-	s.cfg = cfg
+	s.rules = rules
 	s.lastSeen = ""
 	s.mu.Unlock()
 	select {
 	case s.resync <- struct{}{}:
 	default:
 	}
-	if f := cfg.MembersFile(); f != "" && s.recentlyModified(f) {
+	if f := rules.MembersFile(); f != "" && s.recentlyModified(f) {
 		return
 	}
 	s.refresh(false)
 }
 
-// Config returns the configuration whose list rules are in force: the one
-// given to New, or the latest SetConfig. Nobody writes to it.
-func (s *Source) Config() *config.Config {
+// Rules returns the list rules in force: those given to New, or the
+// latest SetRules.
+func (s *Source) Rules() config.ListRules {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return s.cfg
+	return s.rules
 }
 
 // file is the members file to watch, "" for the static source. For the
 // Etcd resource it is the agent's copy of the resource's list.
 func (s *Source) file() string {
-	f := s.Config().MembersFile()
+	f := s.Rules().MembersFile()
 	if f == "" {
 		return ""
 	}
@@ -164,8 +163,8 @@ func (s *Source) Refresh() bool {
 	case s.resync <- struct{}{}:
 	default:
 	}
-	cfg := s.Config()
-	if f := cfg.MembersFile(); f != "" && s.unsettled(f) {
+	rules := s.Rules()
+	if f := rules.MembersFile(); f != "" && s.unsettled(f) {
 		return false
 	}
 	return s.refresh(false)
@@ -197,12 +196,12 @@ func (s *Source) recentlyModified(path string) bool {
 func (s *Source) refresh(notify bool) bool {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
-	cfg := s.Config()
-	if noCopyYet(cfg) {
-		s.waitForEtcdResource(cfg)
+	rules := s.Rules()
+	if noCopyYet(rules) {
+		s.waitForEtcdResource(rules)
 		return false
 	}
-	addrs, errs := cfg.DesiredMembers() // never blocks: see config.ReadMembersFile
+	addrs, errs := rules.DesiredMembers() // never blocks: see config.ReadMembersFile
 	key := fingerprint(addrs, errs)
 
 	s.mu.Lock()
@@ -214,12 +213,12 @@ func (s *Source) refresh(notify bool) bool {
 	if len(errs) > 0 {
 		s.lastErr = errs
 		s.log.Error("member list rejected; the last good list stays in force",
-			"source", cfg.Members.Source, "file", cfg.MembersFile(), "problems", errs.Error(), "inForce", identity.AddrStrings(s.current))
-		s.reloaded(cfg, errs)
+			"source", rules.Members.Source, "file", rules.MembersFile(), "problems", errs.Error(), "inForce", identity.AddrStrings(s.current))
+		s.reloaded(rules, errs)
 		return false
 	}
 	s.lastErr = nil
-	s.reloaded(cfg, nil)
+	s.reloaded(rules, nil)
 	if s.valid && slices.Equal(addrs, s.current) {
 		return false
 	}
@@ -234,9 +233,9 @@ func (s *Source) refresh(notify bool) bool {
 	return true
 }
 
-func (s *Source) reloaded(cfg *config.Config, rejected error) {
+func (s *Source) reloaded(rules config.ListRules, rejected error) {
 	if s.OnReload != nil {
-		s.OnReload(cfg.Members.Source, rejected)
+		s.OnReload(rules.Members.Source, rejected)
 	}
 }
 
@@ -250,18 +249,18 @@ const noCopy = "no copy of the Etcd resource's list"
 // that is a wait, not a list to refuse. A list the resource holds that
 // breaks the rules is refused, and reported, by the keeper, and is never
 // written; a copy that is there but unreadable or bad is refused here.
-func noCopyYet(cfg *config.Config) bool {
-	if cfg.Members.Source != config.SourceEtcdResource {
+func noCopyYet(rules config.ListRules) bool {
+	if rules.Members.Source != config.SourceEtcdResource {
 		return false
 	}
-	_, err := os.Lstat(cfg.EtcdResourceMembers())
+	_, err := os.Lstat(rules.EtcdResourceMembers())
 	return errors.Is(err, fs.ErrNotExist)
 }
 
 // waitForEtcdResource records that there is no list from the Etcd
 // resource yet: the list in force (one restored from before a restart, or
 // none) stays, and nothing is rejected.
-func (s *Source) waitForEtcdResource(cfg *config.Config) {
+func (s *Source) waitForEtcdResource(rules config.ListRules) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lastSeen == noCopy {
@@ -269,7 +268,7 @@ func (s *Source) waitForEtcdResource(cfg *config.Config) {
 	}
 	s.lastSeen, s.lastErr = noCopy, nil
 	s.log.Info("no member list from the Etcd resource yet; waiting for its first good read",
-		"file", cfg.MembersFile(), "inForce", identity.AddrStrings(s.current))
+		"file", rules.MembersFile(), "inForce", identity.AddrStrings(s.current))
 }
 
 // Watch re-reads the members file whenever it may have changed, until ctx

@@ -18,7 +18,11 @@ import (
 
 // fileConfig is a node with secured etcd traffic (the certificate files
 // are not read here), so lists of any address are accepted.
-func fileConfig(path string, replicas int) *config.Config {
+func fileConfig(path string, replicas int) config.ListRules {
+	return fileNode(path, replicas).ListRules()
+}
+
+func fileNode(path string, replicas int) *config.Config {
 	cfg := &config.Config{Members: config.Members{Source: config.SourceFile, File: path}}
 	cfg.Etcd.TLS.Client = config.TLSFiles{CertFile: "/pki/server.crt", KeyFile: "/pki/server.key", CAFile: "/pki/ca.crt"}
 	cfg.Etcd.TLS.Peer = config.TLSFiles{CertFile: "/pki/peer.crt", KeyFile: "/pki/peer.key", CAFile: "/pki/ca.crt"}
@@ -84,8 +88,14 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 		t.Fatalf("initial list: %q", current(s))
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go s.Watch(ctx)
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	}()
 	<-s.watching
 
 	write(t, path, "192.0.2.1\n192.0.2.2\n192.0.2.4\n")
@@ -118,7 +128,7 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 	// moves the watch there.
 	other := filepath.Join(t.TempDir(), "endpoints")
 	writeSettled(t, other, "192.0.2.7\n192.0.2.8\n192.0.2.9\n")
-	s.SetConfig(fileConfig(other, 3))
+	s.SetRules(fileConfig(other, 3))
 	if current(s) != "192.0.2.7 192.0.2.8 192.0.2.9 " {
 		t.Fatalf("after the reload: %q", current(s))
 	}
@@ -176,11 +186,11 @@ func TestFallbackListIsInForceUntilAGoodRead(t *testing.T) {
 
 // etcdResourceConfig takes the list from the Etcd resource: the source
 // reads the agent's copy of it in stateDir.
-func etcdResourceConfig(stateDir string, replicas int) *config.Config {
-	cfg := fileConfig("", replicas)
+func etcdResourceConfig(stateDir string, replicas int) config.ListRules {
+	cfg := fileNode("", replicas)
 	cfg.Members = config.Members{Source: config.SourceEtcdResource}
 	cfg.Agent.StateDir = stateDir
-	return cfg
+	return cfg.ListRules()
 }
 
 // With the Etcd resource as the source, a copy of its list that does not

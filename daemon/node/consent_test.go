@@ -71,7 +71,7 @@ func TestAnAgentsRefusalIsNoConsent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			peers := &askedPeers{answers: map[netip.Addr]consent.Answer{two: fresh(two), earlier: fresh(earlier)}, errs: tt.errs}
-			n := &Node{Deps: Deps{Config: cfg, Store: &memStore{}, Peers: peers}, scheme: identity.SchemeFrom(cfg),
+			n := &Node{Deps: Deps{Settings: SettingsFrom(cfg), Store: &memStore{}, Peers: peers}, scheme: identity.SchemeFrom(cfg),
 				state: state.State{Seen: []string{two.String(), earlier.String()}}}
 			s := &Snapshot{List: list, ListOK: true, Self: n.scheme.For(self)}
 			v := n.askConsent(context.Background(), s)

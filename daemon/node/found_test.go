@@ -26,7 +26,7 @@ var (
 func explicitNode(store *memStore, peers *askedPeers, founder string) (*Node, Snapshot) {
 	cfg := &config.Config{Cluster: config.Cluster{Name: "etcd-main", Bootstrap: config.BootstrapExplicit, Founder: founder},
 		Agent: config.Agent{CallTimeout: time.Second}}
-	n := &Node{Deps: Deps{Config: cfg, Store: store, Peers: peers, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return foundAt }},
+	n := &Node{Deps: Deps{Settings: SettingsFrom(cfg), Store: store, Peers: peers, Log: slog.New(slog.DiscardHandler), Now: func() time.Time { return foundAt }},
 		scheme: identity.SchemeFrom(cfg), state: store.st, logged: map[string]string{}}
 	n.saved = n.state.Clone()
 	return n, Snapshot{List: foundList, ListOK: true, Self: n.scheme.For(foundSelf)}
@@ -99,7 +99,7 @@ func TestAnExplicitNodesAnswer(t *testing.T) {
 		t.Errorf("a node that founded, was a member and lost its data answers %s; want member", a.Phase)
 	}
 	n.state.WasMember, n.state.ClusterID = false, ""
-	n.Config.Cluster.Bootstrap = config.BootstrapConsent
+	n.Settings.Bootstrap = config.BootstrapConsent
 	n.state.Founded = nil
 	if a := n.ownAnswer(s); a.Phase != consent.Fresh {
 		t.Errorf("a fresh consent node answers %s, want fresh", a.Phase)

@@ -65,7 +65,7 @@ func (n *Node) lists(ctx context.Context, s *Snapshot, acting bool) {
 	}
 	own := n.ownPost(*s)
 	a := membership.Agreement{Known: true, Own: own, Removals: posts.Removals,
-		Stable: n.Now().Sub(n.listInForce), HoldDown: n.Config.Agent.RemovalHoldDown}
+		Stable: n.Now().Sub(n.listInForce), HoldDown: n.Settings.RemovalHoldDown}
 	a.Own.Since = 0
 	var onBoard *membership.PostedList
 	for _, p := range posts.Lists {
@@ -156,7 +156,7 @@ func (n *Node) noteDisagreement(a membership.Agreement) {
 // listState is what the writer needs of this node's list for a step.
 func (n *Node) listState(s Snapshot) membership.ListState {
 	listed := slices.Clone(s.List)
-	return membership.ListState{Own: n.ownPost(s), InForce: n.listInForce, HoldDown: n.Config.Agent.RemovalHoldDown,
+	return membership.ListState{Own: n.ownPost(s), InForce: n.listInForce, HoldDown: n.Settings.RemovalHoldDown,
 		Unchanged: func() error {
 			n.List.Refresh()
 			now, ok := n.List.Current()

@@ -6,7 +6,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
@@ -20,13 +19,13 @@ import (
 // use), without an error and without a crash-loop backoff holding the
 // member back.
 func (n *Node) actLocal(ctx context.Context, s Snapshot) (next time.Duration, ok bool) {
-	interval := n.Config.Agent.ReconcileInterval
+	interval := n.Settings.ReconcileInterval
 	d := s.Decision
 	switch d.Kind {
 	case localmember.Keep:
 		// Level-triggered: a static pod's manifest is rendered again and
 		// rewritten if it was lost or etcdlet's rendering changed.
-		spec, _ := SpecFor(n.Config, s.Self, d, n.state)
+		spec, _ := SpecFor(n.Settings.Member, s.Self, d, n.state)
 		return interval, n.apply(ctx, spec, false)
 	case localmember.Restart, localmember.Bootstrap, localmember.Join, localmember.Found:
 		// After an exit or a failed start (a port taken, a certificate
@@ -38,7 +37,7 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) (next time.Duration, ok
 				"decision", string(d.Kind), "retryIn", wait.Round(time.Millisecond).String())
 			return wait, false
 		}
-		spec, _ := SpecFor(n.Config, s.Self, d, n.state)
+		spec, _ := SpecFor(n.Settings.Member, s.Self, d, n.state)
 		// Record the intent before acting: a crash right after the start
 		// must leave the state that says what was started.
 		switch d.Kind {
@@ -166,28 +165,28 @@ func (n *Node) backOff() {
 func (n *Node) moveAside(memberID uint64, reason, droppedBy string) (next time.Duration, ok bool) {
 	inUse, err := n.DataDir.InUse()
 	if err != nil {
-		n.Log.Error("move data dir aside", "dataDir", n.Config.Etcd.DataDir, "error", err)
-		return n.Config.Agent.ReconcileInterval, false
+		n.Log.Error("move data dir aside", "dataDir", n.Settings.DataDir, "error", err)
+		return n.Settings.ReconcileInterval, false
 	}
 	if inUse {
-		n.logOnce("local", "in-use", slog.LevelInfo, "waiting for etcd to release the data dir before moving it aside", "dataDir", n.Config.Etcd.DataDir)
+		n.logOnce("local", "in-use", slog.LevelInfo, "waiting for etcd to release the data dir before moving it aside", "dataDir", n.Settings.DataDir)
 		return n.settle(), true
 	}
 	to, err := n.DataDir.MoveAside(n.Now())
 	if err != nil {
-		n.Log.Error("move data dir aside", "dataDir", n.Config.Etcd.DataDir, "error", err)
-		return n.Config.Agent.ReconcileInterval, false
+		n.Log.Error("move data dir aside", "dataDir", n.Settings.DataDir, "error", err)
+		return n.Settings.ReconcileInterval, false
 	}
 	if to != "" {
 		if n.Metrics != nil {
 			n.Metrics.DataDirsMoved.Inc()
 		}
-		n.Log.Warn("moved data dir aside; it is kept, not deleted", "from", n.Config.Etcd.DataDir, "to", to, "reason", reason)
+		n.Log.Warn("moved data dir aside; it is kept, not deleted", "from", n.Settings.DataDir, "to", to, "reason", reason)
 		if n.OnMoveAside != nil {
 			n.OnMoveAside(to, reason)
 		}
 		n.state.Tombstones = append(n.state.Tombstones, state.Tombstone{Time: n.Now().UTC(), MemberID: membership.IDString(memberID),
-			From: n.Config.Etcd.DataDir, To: to, Reason: reason, DroppedByList: droppedBy})
+			From: n.Settings.DataDir, To: to, Reason: reason, DroppedByList: droppedBy})
 	}
 	n.state.MemberID, n.state.InitialCluster, n.state.InitialClusterState, n.state.InitialClusterToken = "", "", "", ""
 	n.state.Bootstrap = nil
@@ -247,7 +246,7 @@ func (n *Node) noteMembership(s Snapshot) {
 // with) the initial-cluster values it was first started with, so its
 // static-pod manifest stays byte-identical and the kubelet does not
 // restart etcd; etcd ignores them once it has a WAL anyway.
-func SpecFor(cfg *config.Config, self identity.Member, d localmember.Decision, st state.State) (runtime.Spec, bool) {
+func SpecFor(settings runtime.Settings, self identity.Member, d localmember.Decision, st state.State) (runtime.Spec, bool) {
 	initial, clusterState, token := d.InitialCluster, d.ClusterState, d.Token
 	switch d.Kind {
 	case localmember.Keep, localmember.Restart:
@@ -261,7 +260,7 @@ func SpecFor(cfg *config.Config, self identity.Member, d localmember.Decision, s
 	default:
 		return runtime.Spec{}, false
 	}
-	spec := runtime.BuildSpec(cfg, self, initial, clusterState)
+	spec := runtime.BuildSpec(settings, self, initial, clusterState)
 	if token != "" {
 		spec.Token = token
 	}

@@ -161,10 +161,10 @@ func (n *Node) refuseOrphaning(s *Snapshot) {
 // consent when a bootstrap could happen, and decides.
 func (n *Node) decide(ctx context.Context, s *Snapshot) localmember.Decision {
 	in := localmember.Inputs{
-		Cluster: n.Config.Cluster.Name, Self: s.Self, Desired: s.Desired, InList: contains(s.Desired, s.Self),
+		Cluster: n.Settings.Cluster, Self: s.Self, Desired: s.Desired, InList: contains(s.Desired, s.Self),
 		Running: s.Runtime.Running, Data: s.Data, LocalID: n.localMemberID(s),
-		Pinned: s.Pinned, WasMember: n.state.WasMember, View: s.View, Mode: n.Config.BootstrapMode(),
-		Founder: n.Config.Cluster.Founder == s.Self.IP.String(),
+		Pinned: s.Pinned, WasMember: n.state.WasMember, View: s.View, Mode: n.Settings.Bootstrap,
+		Founder: n.Settings.Founder == s.Self.IP.String(),
 		Founded: n.state.Founded != nil && n.state.Founded.Started,
 	}
 	op, err := n.Store.LoadOperator()
@@ -211,7 +211,7 @@ func (n *Node) foundingToken() string {
 	if f := n.state.Founded; f != nil && !f.Started && f.Token != "" {
 		return f.Token
 	}
-	return n.Config.BootstrapToken() + "-founded-" + n.Now().UTC().Format("20060102T150405Z")
+	return n.Settings.Token + "-founded-" + n.Now().UTC().Format("20060102T150405Z")
 }
 
 // askFounding asks every other listed node, in parallel, for its answer
@@ -220,7 +220,7 @@ func (n *Node) foundingToken() string {
 func (n *Node) askFounding(ctx context.Context, s *Snapshot, approved bool) consent.Verdict {
 	self := n.ownAnswer(*s)
 	self.Approved = approved
-	ctx, cancel := context.WithTimeout(ctx, n.Config.Agent.CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.Settings.CallTimeout)
 	defer cancel()
 	return consent.EvaluateFounding(self, n.askAll(ctx, s.Self.IP, s.List, false, nil))
 }
@@ -230,19 +230,19 @@ func (n *Node) askFounding(ctx context.Context, s *Snapshot, approved bool) cons
 func (n *Node) dataProblem(s *Snapshot) localmember.Problem {
 	if known := parseID(n.state.ClusterID); known != 0 && s.DataIdentity.ClusterID != 0 && known != s.DataIdentity.ClusterID {
 		return localmember.Problem{Refusal: localmember.RefuseDataMismatch, Reason: fmt.Sprintf("the data dir %s belongs to cluster %s, but this node joined cluster %s: not starting and not moving anything; look at both by hand",
-			n.Config.Etcd.DataDir, membership.IDString(s.DataIdentity.ClusterID), membership.IDString(known))}
+			n.Settings.DataDir, membership.IDString(s.DataIdentity.ClusterID), membership.IDString(known))}
 	}
-	if !n.Config.Etcd.DataDirMustBeMount {
+	if !n.Settings.DataDirMustBeMount {
 		return localmember.Problem{}
 	}
 	mounted, err := n.DataDir.MountPoint()
 	switch {
 	case err != nil:
 		return localmember.Problem{Refusal: localmember.RefuseNotMounted,
-			Reason: fmt.Sprintf("etcd.dataDirMustBeMount: cannot tell whether %s is a mount point: %v", n.Config.Etcd.DataDir, err)}
+			Reason: fmt.Sprintf("etcd.dataDirMustBeMount: cannot tell whether %s is a mount point: %v", n.Settings.DataDir, err)}
 	case !mounted:
 		return localmember.Problem{Refusal: localmember.RefuseNotMounted,
-			Reason: fmt.Sprintf("etcd.dataDirMustBeMount: %s is not a mount point; a disk that failed to mount must not pass for lost data: mount it, or set dataDirMustBeMount false", n.Config.Etcd.DataDir)}
+			Reason: fmt.Sprintf("etcd.dataDirMustBeMount: %s is not a mount point; a disk that failed to mount must not pass for lost data: mount it, or set dataDirMustBeMount false", n.Settings.DataDir)}
 	}
 	return localmember.Problem{}
 }
@@ -254,7 +254,7 @@ func (n *Node) dataProblem(s *Snapshot) localmember.Problem {
 // the member): that is a list doing its work, no sign that something keeps
 // removing this member. It names the reasons the moves were made for.
 func (n *Node) flapping(op state.Operator) string {
-	window := n.Config.Etcd.MoveAsideWindow
+	window := n.Settings.MoveAsideWindow
 	since := n.Now().Add(-window)
 	if op.MovesAcknowledged.After(since) {
 		since = op.MovesAcknowledged
@@ -270,7 +270,7 @@ func (n *Node) flapping(op state.Operator) string {
 	if onDisk, err := n.DataDir.MovedSince(since); err == nil && len(n.state.Tombstones) == 0 && onDisk > moved {
 		moved = onDisk // the state was lost: whatever the disk shows counts
 	}
-	if moved < n.Config.Etcd.MoveAsideLimit {
+	if moved < n.Settings.MoveAsideLimit {
 		return ""
 	}
 	var why []string
@@ -281,7 +281,7 @@ func (n *Node) flapping(op state.Operator) string {
 		why = []string{"reasons not recorded (the agent's state was lost)"}
 	}
 	return fmt.Sprintf("the data dir was moved aside %d times within %s, not counting removals by a list that dropped this node (etcd.moveAsideLimit %d): %s. Something removes this member again and again although the list names it, or destroys its data: the agents' logs name each removal ('membership change', with the writer's node), an operator or another tool may be at work. Find out what, then run 'etcdlet ack-moves' to let the node rejoin",
-		moved, window, n.Config.Etcd.MoveAsideLimit, strings.Join(why, "; "))
+		moved, window, n.Settings.MoveAsideLimit, strings.Join(why, "; "))
 }
 
 // askConsent asks every other listed node, in parallel, to agree to a
@@ -292,7 +292,7 @@ func (n *Node) flapping(op state.Operator) string {
 // list it still reads).
 func (n *Node) askConsent(ctx context.Context, s *Snapshot) consent.Verdict {
 	self := n.ownAnswer(*s)
-	ctx, cancel := context.WithTimeout(ctx, n.Config.Agent.CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.Settings.CallTimeout)
 	defer cancel()
 	asked := n.askAll(ctx, s.Self.IP, s.List, true, self.List)
 	v := consent.Evaluate(self, asked)
@@ -341,7 +341,7 @@ func startedNothing(a consent.Asked) string {
 // AskPeers asks every other listed node, in parallel, for its answer,
 // changing nothing there.
 func (n *Node) AskPeers(ctx context.Context, s Snapshot) []consent.Asked {
-	ctx, cancel := context.WithTimeout(ctx, n.Config.Agent.CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.Settings.CallTimeout)
 	defer cancel()
 	return n.askAll(ctx, s.Self.IP, s.List, false, nil)
 }
@@ -384,8 +384,8 @@ func (n *Node) askAll(ctx context.Context, self netip.Addr, nodes []netip.Addr, 
 func (n *Node) OwnAnswer(s Snapshot) consent.Answer { return n.ownAnswer(s) }
 
 func (n *Node) ownAnswer(s Snapshot) consent.Answer {
-	a := consent.Answer{Cluster: n.Config.Cluster.Name, Token: n.Config.BootstrapToken(), Node: s.Self.IP.String(),
-		List: addrStrings(s.List), Phase: consent.Starting, Founder: n.Config.Cluster.Founder}
+	a := consent.Answer{Cluster: n.Settings.Cluster, Token: n.Settings.Token, Node: s.Self.IP.String(),
+		List: addrStrings(s.List), Phase: consent.Starting, Founder: n.Settings.Founder}
 	if !s.ListOK || !s.Self.IP.IsValid() {
 		return a
 	}
@@ -420,8 +420,8 @@ func (n *Node) ownAnswer(s Snapshot) consent.Answer {
 		a.Phase, a.Detail = consent.Member, "it was a member of cluster "+n.state.ClusterID
 	case !contains(n.scheme.ForAll(s.List), s.Self):
 		a.Phase = consent.NotListed
-	case n.Config.BootstrapMode() != config.BootstrapConsent:
-		a.Phase, a.Detail = consent.Explicit, "no data, never a member; it forms a cluster only on an operator's act (cluster.bootstrap "+n.Config.BootstrapMode()+")"
+	case n.Settings.Bootstrap != config.BootstrapConsent:
+		a.Phase, a.Detail = consent.Explicit, "no data, never a member; it forms a cluster only on an operator's act (cluster.bootstrap "+n.Settings.Bootstrap+")"
 	default:
 		a.Phase = consent.Fresh
 		if n.state.WasMember {
@@ -462,16 +462,16 @@ func (n *Node) resolveSelf(listed []netip.Addr, acting bool) (identity.Member, e
 // nodeAddress is this host's member IP: node.address, or the one local
 // address among the listed ones and the one used before a restart.
 func (n *Node) nodeAddress(listed []netip.Addr) (ip netip.Addr, detected bool, err error) {
-	return NodeAddress(n.Config, listed, n.state, n.Detect)
+	return NodeAddress(n.Settings.Address, listed, n.state, n.Detect)
 }
 
-// NodeAddress is this host's member IP: node.address, or the one local
-// address among the listed ones and the one used before a restart (so a
-// node that left the list still knows its member). detected says it was
-// found among local addresses.
-func NodeAddress(cfg *config.Config, listed []netip.Addr, st state.State, detect func([]netip.Addr) (netip.Addr, error)) (ip netip.Addr, detected bool, err error) {
-	if cfg.Node.Address != "" {
-		return netip.MustParseAddr(cfg.Node.Address), false, nil // validated
+// NodeAddress is this host's member IP: configured (node.address, when
+// valid), or the one local address among the listed ones and the one used
+// before a restart (so a node that left the list still knows its member).
+// detected says it was found among local addresses.
+func NodeAddress(configured netip.Addr, listed []netip.Addr, st state.State, detect func([]netip.Addr) (netip.Addr, error)) (ip netip.Addr, detected bool, err error) {
+	if configured.IsValid() {
+		return configured, false, nil
 	}
 	candidates := slices.Clone(listed)
 	if prev, err := netip.ParseAddr(st.SelfAddress); err == nil && !slices.Contains(candidates, prev) {

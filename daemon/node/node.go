@@ -20,7 +20,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
@@ -83,8 +82,8 @@ type Peers interface {
 
 // Deps is everything a node controller works through.
 type Deps struct {
-	Config *config.Config
-	Log    *slog.Logger
+	Settings Settings
+	Log      *slog.Logger
 	// Now is the clock; time.Now when nil.
 	Now     func() time.Time
 	Cluster etcdclient.Cluster
@@ -153,19 +152,19 @@ func New(d Deps, st state.State) *Node {
 		d.Now = time.Now
 	}
 	if d.Policy.Attempts == 0 {
-		d.Policy = DefaultPolicy(d.Config.Agent.CallTimeout)
+		d.Policy = DefaultPolicy(d.Settings.CallTimeout)
 	}
-	n := &Node{Deps: d, scheme: identity.SchemeFrom(d.Config), state: st, saved: st.Clone(), logged: map[string]string{}}
-	n.observer = &membership.Observer{Cluster: d.Cluster, Timeout: d.Config.Agent.CallTimeout, Scheme: n.scheme, InOrder: d.InOrder,
+	n := &Node{Deps: d, scheme: d.Settings.Scheme, state: st, saved: st.Clone(), logged: map[string]string{}}
+	n.observer = &membership.Observer{Cluster: d.Cluster, Timeout: d.Settings.CallTimeout, Scheme: n.scheme, InOrder: d.InOrder,
 		PeerListening: d.PeerListening}
 	policy := d.Policy
 	policy.Failed = n.callFailed
 	n.writer = &membership.Reconciler{
 		Cluster: d.Cluster, Locker: d.Locker, Observer: n.observer, Log: d.Log, Policy: policy,
-		Section: d.Config.Agent.LockSection(), LearnerTimeout: d.Config.Agent.LearnerTimeout, Now: d.Now,
+		Section: d.Settings.LockSection, LearnerTimeout: d.Settings.LearnerTimeout, Now: d.Now,
 		OnChange: n.changed,
 	}
-	n.answer = consent.Answer{Cluster: d.Config.Cluster.Name, Token: d.Config.BootstrapToken(), Phase: consent.Starting}
+	n.answer = consent.Answer{Cluster: d.Settings.Cluster, Token: d.Settings.Token, Phase: consent.Starting}
 	return n
 }
 
@@ -198,7 +197,7 @@ func (n *Node) Pass(ctx context.Context) time.Duration {
 			m.ReconcileDuration.Observe(n.Now().Sub(start).Seconds())
 		}
 	}()
-	interval := n.Config.Agent.ReconcileInterval
+	interval := n.Settings.ReconcileInterval
 	snap := n.look(ctx, true)
 	n.record(snap)
 	// Whatever this pass does next, a bootstrap promise that no longer
@@ -261,7 +260,7 @@ func (n *Node) publish(snap Snapshot) {
 func (n *Node) settle() time.Duration {
 	d := time.Duration(float64(100*time.Millisecond) * math.Pow(1.5, float64(n.settling)))
 	n.settling++
-	return min(d, n.Config.Agent.ReconcileInterval)
+	return min(d, n.Settings.ReconcileInterval)
 }
 
 // Progress says that something changed outside the loop (the list, the

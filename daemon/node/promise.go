@@ -24,7 +24,7 @@ func (n *Node) Promise(list []string) consent.Answer {
 	if a.Phase != consent.Fresh && a.Phase != consent.NotListed {
 		return a // it does not consent; Consents tells the asker why
 	}
-	if mode := n.Config.BootstrapMode(); mode != config.BootstrapConsent {
+	if mode := n.Settings.Bootstrap; mode != config.BootstrapConsent {
 		// It never bootstraps by consent, so it promises nothing: its answer
 		// is no consent to the asker, and no promise binds it.
 		a.Phase, a.Detail = consent.Explicit, "it forms a cluster only on an operator's act (cluster.bootstrap "+mode+"); it gives no bootstrap promise"
@@ -117,7 +117,7 @@ func (n *Node) releasePromise(ctx context.Context, s Snapshot) {
 // abandoned reports whether no node of list started or still wants a
 // bootstrap of it.
 func (n *Node) abandoned(ctx context.Context, s Snapshot, list []string) (bool, string) {
-	ctx, cancel := context.WithTimeout(ctx, n.Config.Agent.CallTimeout)
+	ctx, cancel := context.WithTimeout(ctx, n.Settings.CallTimeout)
 	defer cancel()
 	for _, a := range n.askAll(ctx, s.Self.IP, identity.ParseAddrs(list), false, nil) {
 		// Only a positive answer counts: a node that is silent, or whose

@@ -21,7 +21,7 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 	}
 	res, err := n.writer.Step(ctx, s.Desired, s.View, stale, n.localMemberID(&s), n.listState(s))
 	n.recordPlan(res.Plan)
-	interval := n.Config.Agent.ReconcileInterval
+	interval := n.Settings.ReconcileInterval
 	switch {
 	case err != nil:
 		n.Log.Warn("membership step failed", "error", err)
@@ -47,7 +47,7 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		return n.settle(), true
 	case waitsFor(res.Plan, membership.WaitListSettling):
 		// The removal is due the moment the list has held long enough.
-		return max(n.Config.Agent.RemovalHoldDown-n.Now().Sub(n.listInForce), 10*time.Millisecond), true
+		return max(n.Settings.RemovalHoldDown-n.Now().Sub(n.listInForce), 10*time.Millisecond), true
 	}
 	return interval, true
 }

@@ -23,6 +23,29 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
+// Settings are what a restore and a rejoin read of the configuration.
+type Settings struct {
+	DataDir  string
+	StateDir string
+	// Token is the initial-cluster-token a new cluster starts from.
+	Token string
+	// Address is node.address; when invalid, this node's address is found
+	// among the listed ones.
+	Address netip.Addr
+	Scheme  identity.Scheme
+	List    config.ListRules
+}
+
+// SettingsFrom narrows a validated configuration to a restore's settings.
+func SettingsFrom(cfg *config.Config) Settings {
+	s := Settings{DataDir: cfg.Etcd.DataDir, StateDir: cfg.Agent.StateDir, Token: cfg.BootstrapToken(),
+		Scheme: identity.SchemeFrom(cfg), List: cfg.ListRules()}
+	if cfg.Node.Address != "" {
+		s.Address = netip.MustParseAddr(cfg.Node.Address) // validated
+	}
+	return s
+}
+
 // Plan is what a restore will do.
 type Plan struct {
 	Self    identity.Member
@@ -43,8 +66,8 @@ func (p Plan) Revision() int64 {
 // stopped (its member holds the data dir), and no cluster may answer with
 // quorum on the listed addresses — restoring then would fork a healthy
 // cluster into two.
-func checkStopped(ctx context.Context, cfg *config.Config, sv ops.Surveyor, force bool) error {
-	if err := checkNotInUse(cfg.Etcd.DataDir); err != nil {
+func checkStopped(ctx context.Context, dataDir string, sv ops.Surveyor, force bool) error {
+	if err := checkNotInUse(dataDir); err != nil {
 		return err
 	}
 	if force {
@@ -70,34 +93,32 @@ func checkNotInUse(dataDir string) error {
 
 // Self is this node's member identity: node.address, else the listed
 // address assigned to a local interface.
-func Self(cfg *config.Config, detect func([]netip.Addr) (netip.Addr, error)) (identity.Member, []netip.Addr, error) {
-	list, errs := cfg.DesiredMembers()
+func Self(s Settings, detect func([]netip.Addr) (netip.Addr, error)) (identity.Member, []netip.Addr, error) {
+	list, errs := s.List.DesiredMembers()
 	if len(errs) > 0 {
 		return identity.Member{}, nil, fmt.Errorf("member list: %w", errs)
 	}
-	var ip netip.Addr
-	if cfg.Node.Address != "" {
-		ip = netip.MustParseAddr(cfg.Node.Address)
-	} else {
+	ip := s.Address
+	if !ip.IsValid() {
 		var err error
 		if ip, err = detect(list); err != nil {
 			return identity.Member{}, nil, fmt.Errorf("detect this node's address among the listed ones: %w", err)
 		}
 	}
-	return identity.SchemeFrom(cfg).For(ip), list, nil
+	return s.Scheme.For(ip), list, nil
 }
 
 // Prepare checks that a restore may run and chooses the snapshots: the
 // newest full snapshot and its deltas, or the chain ending at upTo.
-func Prepare(ctx context.Context, cfg *config.Config, store snapshot.Store, self identity.Member, sv ops.Surveyor, upTo string, force bool) (Plan, error) {
-	if err := checkStopped(ctx, cfg, sv, force); err != nil {
+func Prepare(ctx context.Context, s Settings, store snapshot.Store, self identity.Member, sv ops.Surveyor, upTo string, force bool) (Plan, error) {
+	if err := checkStopped(ctx, s.DataDir, sv, force); err != nil {
 		return Plan{}, err
 	}
 	full, deltas, err := snapshot.Chain(ctx, store, upTo)
 	if err != nil {
 		return Plan{}, fmt.Errorf("choose the snapshots in %s: %w", store, err)
 	}
-	return Plan{Self: self, Full: full, Deltas: deltas, DataDir: cfg.Etcd.DataDir}, nil
+	return Plan{Self: self, Full: full, Deltas: deltas, DataDir: s.DataDir}, nil
 }
 
 // Run restores the plan: the snapshots into a new data dir beside the old
@@ -105,13 +126,13 @@ func Prepare(ctx context.Context, cfg *config.Config, store snapshot.Store, self
 // then the agent's state pinned to the new cluster. Every step leaves
 // something a repeated run can start from: a crash before the swap leaves
 // the old data in place, one after it leaves the old data moved aside.
-func Run(ctx context.Context, cfg *config.Config, store snapshot.Store, p Plan, log *slog.Logger, now time.Time) (moved string, err error) {
+func Run(ctx context.Context, s Settings, store snapshot.Store, p Plan, log *slog.Logger, now time.Time) (moved string, err error) {
 	staging := filepath.Clean(p.DataDir) + ".etcdlet-restore"
 	if err := os.RemoveAll(staging); err != nil { // only ever a restore's own half-built dir
 		return "", fmt.Errorf("remove the half-built %s of an earlier restore: %w", staging, err)
 	}
 	err = snapshot.Restore(ctx, snapshot.RestoreOptions{Store: store, Full: p.Full, Deltas: p.Deltas, DataDir: staging,
-		Name: p.Self.Name, PeerURL: p.Self.PeerURL, InitialClusterToken: cfg.BootstrapToken() + "-restored-" + now.UTC().Format("20060102T150405Z"),
+		Name: p.Self.Name, PeerURL: p.Self.PeerURL, InitialClusterToken: s.Token + "-restored-" + now.UTC().Format("20060102T150405Z"),
 		TempDir: filepath.Dir(staging), Log: log, DropPrefixes: []string{etcdclient.AgentKeyPrefix}})
 	if err != nil {
 		return "", err
@@ -126,7 +147,7 @@ func Run(ctx context.Context, cfg *config.Config, store snapshot.Store, p Plan, 
 	if err != nil {
 		return moved, fmt.Errorf("read the restored member's identity: %w", err)
 	}
-	store2 := state.Store{Dir: cfg.Agent.StateDir}
+	store2 := state.Store{Dir: s.StateDir}
 	st, err := store2.Load()
 	if err != nil {
 		return moved, err
@@ -168,14 +189,14 @@ func swapIn(staging, dataDir string) error {
 // Rejoin clears a node that is not the restored one: its data dir is
 // moved aside and its state forgets the old cluster, so that its agent
 // waits to be added to the restored cluster like a new node.
-func Rejoin(cfg *config.Config, now time.Time) (moved string, err error) {
-	if err := checkNotInUse(cfg.Etcd.DataDir); err != nil {
+func Rejoin(s Settings, now time.Time) (moved string, err error) {
+	if err := checkNotInUse(s.DataDir); err != nil {
 		return "", err
 	}
-	if moved, err = datadir.MoveAside(cfg.Etcd.DataDir, now); err != nil {
+	if moved, err = datadir.MoveAside(s.DataDir, now); err != nil {
 		return "", err
 	}
-	store := state.Store{Dir: cfg.Agent.StateDir}
+	store := state.Store{Dir: s.StateDir}
 	st, err := store.Load()
 	if err != nil {
 		return moved, err

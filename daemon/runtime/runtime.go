@@ -77,34 +77,61 @@ type Runtime interface {
 	Changed() <-chan struct{}
 }
 
-// BuildSpec derives the member's spec from the configuration and the
+// Settings are what a member's spec takes from the configuration,
+// narrowed once (SettingsFrom) so that the spec's builders see nothing
+// else of it.
+type Settings struct {
+	DataDir          string
+	ListenMetricsURL string
+	// Token is the initial-cluster-token of a new cluster.
+	Token     string
+	ClientTLS config.TLSFiles
+	PeerTLS   config.TLSFiles
+	ExtraArgs map[string]string
+	LogLevel  string
+	// ClientScheme and ClientPort make the client URLs on the loopback
+	// address (ListenClientURLs).
+	ClientScheme string
+	ClientPort   int
+}
+
+// SettingsFrom narrows a configuration to what a member's spec takes.
+func SettingsFrom(cfg *config.Config) Settings {
+	return Settings{
+		DataDir: cfg.Etcd.DataDir, ListenMetricsURL: cfg.Etcd.ListenMetricsURL, Token: cfg.BootstrapToken(),
+		ClientTLS: cfg.Etcd.TLS.Client, PeerTLS: cfg.Etcd.TLS.Peer, ExtraArgs: maps.Clone(cfg.Etcd.ExtraArgs),
+		LogLevel: cfg.Etcd.LogLevel, ClientScheme: cfg.Etcd.ClientScheme(), ClientPort: cfg.Etcd.ClientPort,
+	}
+}
+
+// BuildSpec derives the member's spec from the settings and the
 // membership engine's decision.
-func BuildSpec(cfg *config.Config, self identity.Member, initialCluster, clusterState string) Spec {
+func BuildSpec(s Settings, self identity.Member, initialCluster, clusterState string) Spec {
 	return Spec{
 		Name:                self.Name,
-		DataDir:             cfg.Etcd.DataDir,
+		DataDir:             s.DataDir,
 		AdvertisePeerURL:    self.PeerURL,
 		AdvertiseClientURL:  self.ClientURL,
 		ListenPeerURLs:      []string{self.PeerURL},
-		ListenClientURLs:    ListenClientURLs(cfg, self),
-		ListenMetricsURL:    cfg.Etcd.ListenMetricsURL,
+		ListenClientURLs:    ListenClientURLs(s, self),
+		ListenMetricsURL:    s.ListenMetricsURL,
 		InitialCluster:      initialCluster,
 		InitialClusterState: clusterState,
-		Token:               cfg.BootstrapToken(),
-		ClientTLS:           cfg.Etcd.TLS.Client,
-		PeerTLS:             cfg.Etcd.TLS.Peer,
-		ExtraArgs:           WithTuning(cfg.Etcd.ExtraArgs),
-		LogLevel:            cfg.Etcd.LogLevel,
+		Token:               s.Token,
+		ClientTLS:           s.ClientTLS,
+		PeerTLS:             s.PeerTLS,
+		ExtraArgs:           WithTuning(s.ExtraArgs),
+		LogLevel:            s.LogLevel,
 	}
 }
 
 // ListenClientURLs are the client URLs on config.ClientListenAddrs: the
 // member IP plus the loopback address of its family, so that local clients
 // (the kube-apiserver on this host) need not know the member IP.
-func ListenClientURLs(cfg *config.Config, self identity.Member) []string {
+func ListenClientURLs(s Settings, self identity.Member) []string {
 	urls := []string{self.ClientURL}
 	for _, ip := range config.ClientListenAddrs(self.IP)[1:] {
-		urls = append(urls, identity.URL(cfg.Etcd.ClientScheme(), ip, cfg.Etcd.ClientPort))
+		urls = append(urls, identity.URL(s.ClientScheme, ip, s.ClientPort))
 	}
 	return urls
 }

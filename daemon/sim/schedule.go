@@ -62,6 +62,7 @@ func NewStats() Stats { return Stats{Events: map[string]int{}, Actions: map[stri
 // Run plays one seeded schedule and checks the invariants after every
 // step.
 func Run(seed uint64, opts Options) (res Result) {
+	//nolint:gosec // G404: the simulator's seed, not a secret: a schedule must replay from its seed
 	w := &world{rng: rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC),
 		token: "etcd-main", trace: newTrace(opts.Logs)}
 	res = Result{Seed: seed, Stats: NewStats()}
@@ -124,7 +125,7 @@ func (s *scheduler) setUp() {
 	n := 3 + w.rng.IntN(3)
 	perm := w.rng.Perm(250)
 	for i := range n {
-		ip := netip.AddrFrom4([4]byte{10, 0, 0, byte(perm[i] + 1)})
+		ip := netip.AddrFrom4([4]byte{10, 0, 0, byte(perm[i] + 1)}) //nolint:gosec // G115: perm[i] is below 250, so 10.0.0.1 to 10.0.0.250
 		h := &host{w: w, idx: i, ip: ip, static: w.rng.IntN(2) == 0, data: &dataDir{}}
 		h.store = &store{mu: s.mu, h: h}
 		w.hosts = append(w.hosts, h)
@@ -283,7 +284,7 @@ func (s *scheduler) startAgent(h *host) {
 			}}))
 	}
 	h.agent = node.New(node.Deps{
-		Config: s.config(h), Log: log, Now: func() time.Time { return w.now },
+		Settings: node.SettingsFrom(s.config(h)), Log: log, Now: func() time.Time { return w.now },
 		Cluster: &etcdAPI{w: w, from: h, mu: s.mu}, Locker: &locker{w: w, h: h, gen: h.gen, mu: s.mu},
 		Runtime: &hostRuntime{h: h, mu: s.mu}, DataDir: &hostDataDir{h: h, mu: s.mu}, Store: h.store,
 		Peers: &peers{w: w, h: h, mu: s.mu}, List: &list{h: h, mu: s.mu},
@@ -364,4 +365,4 @@ func (s *scheduler) pass(h *host) {
 func peerURL(ip netip.Addr) string   { return "http://" + hostPort(ip, 2380) }
 func clientURL(ip netip.Addr) string { return "http://" + hostPort(ip, 2379) }
 
-func hostPort(ip netip.Addr, port int) string { return netip.AddrPortFrom(ip, uint16(port)).String() }
+func hostPort(ip netip.Addr, port uint16) string { return netip.AddrPortFrom(ip, port).String() }

@@ -52,8 +52,8 @@ func measureRenderWrite(t *tb, dir string, n int, f *staticPodFigures) {
 	addrs, _ := cfg.DesiredMembers()
 	self := scheme.For(netip.MustParseAddr("192.0.2.10"))
 	specs := []runtime.Spec{
-		runtime.BuildSpec(cfg, self, identity.InitialCluster(scheme.ForAll(addrs)), runtime.StateNew),
-		runtime.BuildSpec(cfg, self, identity.InitialCluster(scheme.ForAll(addrs)), runtime.StateExisting),
+		runtime.BuildSpec(runtime.SettingsFrom(cfg), self, identity.InitialCluster(scheme.ForAll(addrs)), runtime.StateNew),
+		runtime.BuildSpec(runtime.SettingsFrom(cfg), self, identity.InitialCluster(scheme.ForAll(addrs)), runtime.StateExisting),
 	}
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	guard := protect.New(protect.Options{Enabled: true, Interval: time.Hour, Log: quiet})

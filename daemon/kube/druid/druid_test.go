@@ -82,7 +82,7 @@ func TestAddressKeeper(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			cfg := keeperConfig(t, tc.replicas)
 			rec := &recorded{}
-			k := &AddressKeeper{Config: func() *config.Config { return cfg }, Log: discard, Recorder: rec}
+			k := &AddressKeeper{Rules: cfg.ListRules, Log: discard, Recorder: rec}
 			k.OnEtcd(tc.etcd)
 			k.OnEtcd(tc.etcd)
 			data, _ := os.ReadFile(cfg.EtcdResourceMembers())
@@ -119,7 +119,7 @@ func TestAddressKeeper(t *testing.T) {
 // A refused list after a good one keeps the good one in the copy.
 func TestAddressKeeperKeepsTheLastGoodList(t *testing.T) {
 	cfg := keeperConfig(t, nil)
-	k := &AddressKeeper{Config: func() *config.Config { return cfg }, Log: discard, Recorder: &recorded{}}
+	k := &AddressKeeper{Rules: cfg.ListRules, Log: discard, Recorder: &recorded{}}
 	k.OnEtcd(etcdWith(2, "127.0.0.1", "127.0.0.2"))
 	k.OnEtcd(etcdWith(2, "127.0.0.1", "localhost"))
 	if k.Err() == nil {
@@ -271,7 +271,7 @@ func TestAddressKeeperTakesReloadedRules(t *testing.T) {
 	after.Cluster.Replicas = &four
 	var inForce atomic.Pointer[config.Config]
 	inForce.Store(before)
-	k := &AddressKeeper{Config: inForce.Load, Log: discard, Recorder: &recorded{}}
+	k := &AddressKeeper{Rules: func() config.ListRules { return inForce.Load().ListRules() }, Log: discard, Recorder: &recorded{}}
 	k.OnEtcd(etcdWith(3, "127.0.0.1", "127.0.0.2", "127.0.0.3"))
 	if err := k.Err(); err != nil {
 		t.Fatalf("a list of three without cluster.replicas: %v", err)

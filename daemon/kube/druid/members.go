@@ -27,10 +27,10 @@ import (
 // keeps the last good one: the agent goes on with it, also across restarts
 // and while the API server is away.
 type AddressKeeper struct {
-	// Config returns the configuration whose list rules are in force. A
-	// reload replaces it whole (never writes into it), so each call may
-	// return another one: OnEtcd takes one and uses it throughout.
-	Config   func() *config.Config
+	// Rules returns the list rules in force. A reload replaces them
+	// whole, so each call may return others: OnEtcd takes them once and
+	// uses them throughout.
+	Rules    func() config.ListRules
 	Log      *slog.Logger
 	Recorder kube.Recorder
 	// refused is the last list refused, so that it is reported once.
@@ -58,8 +58,8 @@ func (k *AddressKeeper) setErr(err error) {
 
 // OnEtcd takes in a version of the resource (from one goroutine).
 func (k *AddressKeeper) OnEtcd(e *druidv1alpha1.Etcd) {
-	cfg := k.Config()
-	addrs, err := k.check(cfg, e)
+	rules := k.Rules()
+	addrs, err := k.check(rules, e)
 	if err != nil {
 		k.setErr(err)
 		// Bracketed, so that an empty list is a key of its own.
@@ -74,17 +74,17 @@ func (k *AddressKeeper) OnEtcd(e *druidv1alpha1.Etcd) {
 		return
 	}
 	k.refused = ""
-	err = k.keep(cfg.EtcdResourceMembers(), e, addrs)
+	err = k.keep(rules.EtcdResourceMembers(), e, addrs)
 	k.setErr(err)
 	if err != nil {
-		k.Log.Error("member list of the Etcd resource not kept", "path", cfg.EtcdResourceMembers(), "error", err)
+		k.Log.Error("member list of the Etcd resource not kept", "path", rules.EtcdResourceMembers(), "error", err)
 	}
 }
 
-// check applies the rules of every member list (config.CheckList). An Etcd
+// check applies the rules of every member list (config.ListRules.CheckList). An Etcd
 // in druid-managed mode has no list: that is refused too, rather than read
 // as "no members".
-func (k *AddressKeeper) check(cfg *config.Config, e *druidv1alpha1.Etcd) ([]string, error) {
+func (k *AddressKeeper) check(rules config.ListRules, e *druidv1alpha1.Etcd) ([]string, error) {
 	list := e.Spec.ExternallyManagedMemberAddresses
 	where := fmt.Sprintf("Etcd %s/%s spec.externallyManagedMemberAddresses", e.Namespace, e.Name)
 	if len(list) == 0 {
@@ -94,7 +94,7 @@ func (k *AddressKeeper) check(cfg *config.Config, e *druidv1alpha1.Etcd) ([]stri
 	for i, a := range list {
 		entries[i] = config.AddressEntry{Where: fmt.Sprintf("%s[%d]", where, i), Text: a}
 	}
-	addrs, errs := cfg.CheckList(where, entries)
+	addrs, errs := rules.CheckList(where, entries)
 	if len(errs) > 0 {
 		return nil, errs
 	}

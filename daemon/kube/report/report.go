@@ -60,9 +60,9 @@ type nopRecorder struct{}
 func (nopRecorder) Eventf(string, string, string, ...any) {}
 
 // New builds the targets the kubernetes section asks for; without it,
-// only a recorder that drops Events. listConfig returns the configuration
-// whose list rules are in force (they change with a reload).
-func New(cfg *config.Config, listConfig func() *config.Config, log *slog.Logger, m *metrics.Metrics, host string) (*Reporting, error) {
+// only a recorder that drops Events. listRules returns the list rules in
+// force (they change with a reload).
+func New(cfg *config.Config, listRules func() config.ListRules, log *slog.Logger, m *metrics.Metrics, host string) (*Reporting, error) {
 	r := &Reporting{cfg: cfg, log: log.With("component", "kubernetes"), host: host, events: nopRecorder{}, dirty: make(chan struct{}, 1)}
 	k := cfg.Kubernetes
 	if !k.Enabled() {
@@ -90,7 +90,7 @@ func New(cfg *config.Config, listConfig func() *config.Config, log *slog.Logger,
 			PeerTLS: cfg.Etcd.PeerScheme() == "https", Heartbeat: e.HeartbeatInterval,
 			Tracker: track("lease", "Lease "+e.Namespace+"/"+e.Name+"-<ip>"), Log: r.log, Now: time.Now}
 		if cfg.Members.Source == config.SourceEtcdResource {
-			r.keeper = &druid.AddressKeeper{Config: listConfig, Log: r.log, Recorder: r.events}
+			r.keeper = &druid.AddressKeeper{Rules: listRules, Log: r.log, Recorder: r.events}
 		}
 		r.watcher = &druid.EtcdWatcher{Client: c.Client, Key: key, CallTimeout: k.CallTimeout,
 			Tracker: track("etcd-resource", "Etcd "+key.String()+" (read)"), Log: r.log, Now: time.Now, OnEtcd: r.onEtcd}

@@ -32,7 +32,7 @@ func setup(t *testing.T) (*Runtime, runtime.Spec, runtime.Spec, string) {
 	rt := New(cfg.StaticPod, cfg.Agent.StateDir, guard, quiet)
 	self := identity.SchemeFrom(cfg).For(netip.MustParseAddr("192.0.2.10"))
 	initial := identity.InitialCluster([]identity.Member{self})
-	return rt, runtime.BuildSpec(cfg, self, initial, runtime.StateNew), runtime.BuildSpec(cfg, self, initial, runtime.StateExisting), cfg.Agent.StateDir
+	return rt, runtime.BuildSpec(runtime.SettingsFrom(cfg), self, initial, runtime.StateNew), runtime.BuildSpec(runtime.SettingsFrom(cfg), self, initial, runtime.StateExisting), cfg.Agent.StateDir
 }
 
 func TestApplyWritesOnlyChangesAndKeepsThePrevious(t *testing.T) {
