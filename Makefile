@@ -2,6 +2,7 @@
 #
 #   make demo      three agents on 127.0.0.1-3 form a cluster, a fourth joins, one leaves
 #   make test      everything the tests need, then every test (unit + end-to-end)
+#   make lint      gofmt, go vet and golangci-lint (.golangci.yml), the checks make test starts with
 #   make packages  the .deb and .rpm for amd64 and arm64 in dist/ (docs/packaging.md)
 
 SHELL      := /bin/bash
@@ -50,9 +51,9 @@ ASSETS := assets="$$(hack/envtest.sh)" && export KUBEBUILDER_ASSETS="$$assets" &
 # cached the same way.
 E2E_ASSETS := $(ASSETS) && nfpm="$$(hack/nfpm.sh)" && export ETCDLET_NFPM="$$nfpm" && debroot="$$(hack/debian-root.sh)" && export ETCDLET_DEBIAN_ROOT="$$debroot" && kube="$$(hack/kube-node.sh)" && export ETCDLET_KUBE_NODE="$$kube" && ctrd="$$(hack/containerd-debs.sh)" && export ETCDLET_CONTAINERD_DEBS="$$ctrd"
 
-# hack/test.sh runs lint, the unit packages (-race) and the end-to-end
-# tests side by side; every step runs to its end and the summary names
-# every failing package and test.
+# hack/test.sh runs lint (gofmt, go vet, golangci-lint), the unit packages
+# (-race) and the end-to-end tests side by side; every step runs to its end
+# and the summary names every failing package and test.
 test: test-deps
 	@GO="$(GO)" TEST_FLAGS="$(TEST_FLAGS)" hack/test.sh
 
@@ -99,10 +100,14 @@ bench:
 packages:
 	@hack/packages.sh
 
+# gofmt, go vet and golangci-lint v2.15.0 (built once into the cache by
+# hack/golangci-lint.sh; its linters and exclusions are in .golangci.yml):
+# the checks make test starts with, alone.
 lint:
 	@out=$$(gofmt -l .); \
 	  if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+	@lint="$$(hack/golangci-lint.sh)" && "$$lint" run ./...
 
 clean:
 	rm -rf bin dist

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
-# make test: every check and every test package, the unit packages (with the
-# race detector) and the end-to-end packages side by side. One failure never
-# hides the rest: each step runs to its end, and the summary names every
-# failing step, package and test. Exits 1 if anything failed. The membership
-# simulator (daemon/sim) plays its 10,000 schedules beside them.
+# make test: every check (gofmt, go vet, golangci-lint) and every test
+# package, the unit packages (with the race detector) and the end-to-end
+# packages side by side. One failure never hides the rest: each step runs
+# to its end, and the summary names every failing step, package and test.
+# Exits 1 if anything failed. The membership simulator (daemon/sim) plays
+# its 10,000 schedules beside them.
 #
 # Environment: GO (default go), TEST_FLAGS (default -count=1 -timeout 45m),
-# ETCDLET_CACHE (where hack/envtest.sh keeps kube-apiserver and etcd).
+# ETCDLET_CACHE (where hack/envtest.sh keeps kube-apiserver and etcd, and
+# hack/golangci-lint.sh the linter).
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
@@ -19,13 +21,20 @@ failed=()
 
 step() { echo; echo "== $*"; }
 
-step "formatting and go vet"
+step "formatting, go vet and golangci-lint (hack/golangci-lint.sh, .golangci.yml)"
 unformatted=$(gofmt -l . 2>&1)
 if [ -n "$unformatted" ]; then
   echo "gofmt would change:"; echo "$unformatted"
   failed+=("gofmt: $(echo $unformatted)")
 fi
 $GO vet ./... || failed+=("go vet")
+# golangci-lint v2.15.0, built once into the cache; the linters and their
+# exclusions are in .golangci.yml.
+if lint=$(hack/golangci-lint.sh); then
+  "$lint" run ./... || failed+=("golangci-lint")
+else
+  failed+=("hack/golangci-lint.sh: golangci-lint could not be built")
+fi
 
 step "kube-apiserver and etcd for the tests (hack/envtest.sh)"
 # On failure the tests that need them fail too, each saying so.

@@ -226,7 +226,9 @@ func TestRealEtcdTLS(t *testing.T) {
 		u, _ := url.Parse(m0.clientURL)
 		conn, err := tls.Dial("tcp", u.Host, &tls.Config{Certificates: []tls.Certificate{pair}, InsecureSkipVerify: true})
 		if err == nil {
-			conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+			if err := conn.SetReadDeadline(time.Now().Add(3 * time.Second)); err != nil {
+				t.Fatal(err)
+			}
 			_, err = conn.Read(make([]byte, 1))
 			conn.Close()
 		}
@@ -252,7 +254,9 @@ func TestRealEtcdTLS(t *testing.T) {
 		if err != nil {
 			t.Fatalf("server certificate does not verify for %s: %v", u.Host, err)
 		}
-		conn.SetReadDeadline(time.Now().Add(3 * time.Second))
+		if err := conn.SetReadDeadline(time.Now().Add(3 * time.Second)); err != nil {
+			t.Fatal(err)
+		}
 		_, err = conn.Read(make([]byte, 1))
 		conn.Close()
 		if err == nil || !strings.Contains(err.Error(), "certificate required") {

@@ -371,7 +371,7 @@ func validLabel(l string) bool {
 		return false
 	}
 	for _, c := range l {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+		if (c < 'a' || c > 'z') && (c < '0' || c > '9') && c != '-' {
 			return false
 		}
 	}

@@ -21,10 +21,10 @@ type notification struct {
 	manifestThere bool
 }
 
-// watchdogSec is the WatchdogSec the test runs the agent with. systemd
+// watchdogTimeout is the WatchdogSec the test runs the agent with. systemd
 // restarts a service whose pings are WatchdogSec apart; the agent pings
 // every half of it, so a slow machine has half of it to spare.
-const watchdogSec = 6 * time.Second
+const watchdogTimeout = 6 * time.Second
 
 // fakeSystemd records the sd_notify datagrams an agent sends to socket,
 // each with whether manifest existed when it came.
@@ -83,10 +83,10 @@ func (f *fakeSystemd) waitFor(t *testing.T, timeout time.Duration, prefix string
 }
 
 // notifyEnv is the environment systemd gives a Type=notify unit with
-// WatchdogSec=watchdogSec.
+// WatchdogSec=watchdogTimeout.
 func notifyEnv(socket string) func(int) []string {
 	return func(int) []string {
-		return []string{"NOTIFY_SOCKET=" + socket, fmt.Sprintf("WATCHDOG_USEC=%d", watchdogSec.Microseconds())}
+		return []string{"NOTIFY_SOCKET=" + socket, fmt.Sprintf("WATCHDOG_USEC=%d", watchdogTimeout.Microseconds())}
 	}
 }
 
@@ -111,7 +111,7 @@ func TestSystemdNotifications(t *testing.T) {
 	}
 	// Watch four pings: no gap may reach WatchdogSec.
 	var pings []time.Time
-	harness.Eventually(t, 10*watchdogSec, "four watchdog pings", func() error {
+	harness.Eventually(t, 10*watchdogTimeout, "four watchdog pings", func() error {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		pings = pings[:0]
@@ -126,8 +126,8 @@ func TestSystemdNotifications(t *testing.T) {
 		return nil
 	})
 	for i := 1; i < len(pings); i++ {
-		if gap := pings[i].Sub(pings[i-1]); gap >= watchdogSec {
-			t.Errorf("watchdog not pinged for %s (WatchdogSec=%s): systemd would restart etcdlet", gap, watchdogSec)
+		if gap := pings[i].Sub(pings[i-1]); gap >= watchdogTimeout {
+			t.Errorf("watchdog not pinged for %s (WatchdogSec=%s): systemd would restart etcdlet", gap, watchdogTimeout)
 		}
 	}
 

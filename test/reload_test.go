@@ -54,8 +54,15 @@ func TestBadReloadChangesNothing(t *testing.T) {
 
 	t.Run("SIGHUP with an invalid config", func(t *testing.T) {
 		cfg := c.ConfigPath(1)
-		orig, _ := os.ReadFile(cfg)
-		defer os.WriteFile(cfg, orig, 0o600)
+		orig, err := os.ReadFile(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := os.WriteFile(cfg, orig, 0o600); err != nil {
+				t.Errorf("restore %s: %v", cfg, err)
+			}
+		}()
 		if err := os.WriteFile(cfg, append(orig, []byte("bogus: true\n")...), 0o600); err != nil {
 			t.Fatal(err)
 		}

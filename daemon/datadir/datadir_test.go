@@ -26,8 +26,16 @@ func TestHasWAL(t *testing.T) {
 		want  bool
 	}{
 		{func() {}, false}, // absent
-		{func() { os.MkdirAll(filepath.Join(dir, "member", "wal"), 0o700) }, false}, // empty WAL dir: etcd starts fresh
-		{func() { os.WriteFile(filepath.Join(dir, "member", "wal", "0.tmp"), nil, 0o600) }, false},
+		{func() { // empty WAL dir: etcd starts fresh
+			if err := os.MkdirAll(filepath.Join(dir, "member", "wal"), 0o700); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
+		{func() {
+			if err := os.WriteFile(filepath.Join(dir, "member", "wal", "0.tmp"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}, false},
 		{func() { writeWAL(t, dir) }, true},
 	} {
 		step.setup()

@@ -71,7 +71,7 @@ func Do(ctx context.Context, p Policy, op Op, call func(ctx context.Context) err
 		if res.Outcome != Retry || res.Attempts == p.Attempts {
 			return res
 		}
-		wait := backoff - time.Duration(rand.Float64()*p.Jitter*float64(backoff))
+		wait := backoff - time.Duration(rand.Float64()*p.Jitter*float64(backoff)) //nolint:gosec // G404: jitter, not a secret
 		if !p.sleep(ctx, wait) {
 			return res
 		}

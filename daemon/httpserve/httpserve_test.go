@@ -82,7 +82,11 @@ func serve(t *testing.T, tlsConfig *tls.Config) string {
 		t.Fatal(err)
 	}
 	srv := &http.Server{TLSConfig: tlsConfig, ReadHeaderTimeout: 5 * time.Second,
-		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, r.Proto) })}
+		Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if _, err := io.WriteString(w, r.Proto); err != nil {
+				t.Errorf("write the response: %v", err)
+			}
+		})}
 	var wg sync.WaitGroup
 	Serve(&wg, slog.New(slog.DiscardHandler), "test listener", srv, l)
 	t.Cleanup(func() { srv.Close(); wg.Wait() })

@@ -22,7 +22,7 @@ func (b *Backoff) Next() time.Duration {
 	}
 	d = min(d, b.Max)
 	b.failures++
-	return d - time.Duration(rand.Int64N(int64(d)/4+1))
+	return d - time.Duration(rand.Int64N(int64(d)/4+1)) //nolint:gosec // G404: jitter, not a secret
 }
 
 // Reset starts over after a success.

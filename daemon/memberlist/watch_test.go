@@ -402,7 +402,12 @@ func TestWatchReadsAFileRenamedOverItAtOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Watch(ctx) }()
-	defer func() { cancel(); <-done }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	}()
 	<-s.watching
 
 	tmp := filepath.Join(dir, ".members.tmp")

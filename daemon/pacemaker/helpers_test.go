@@ -92,8 +92,8 @@ func find(t testing.TB, obj *etcdv1.PacemakerCluster, path, typ string) metav1.C
 		pick(s.Conditions)
 	}
 	for _, n := range s.Nodes {
-		switch {
-		case path == n.Name:
+		switch path {
+		case n.Name:
 			pick(n.Conditions)
 		default:
 			for _, r := range n.Resources {

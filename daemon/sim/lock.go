@@ -52,7 +52,7 @@ func (l *locker) TryLock(_ context.Context, endpoints []string, clusterID uint64
 			return nil, fmt.Errorf("take writer lock: %w", rpctypes.ErrGRPCCorrupt)
 		}
 	}
-	if h := c.lock; h != nil && l.w.now.Before(h.expires) && !(h.host == l.h.idx && h.gen == l.gen) {
+	if h := c.lock; h != nil && l.w.now.Before(h.expires) && (h.host != l.h.idx || h.gen != l.gen) {
 		return nil, etcdclient.ErrLocked
 	}
 	c.lock = &lockHolder{host: l.h.idx, gen: l.gen, expires: l.w.now.Add(lockTTL)}

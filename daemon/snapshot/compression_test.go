@@ -87,8 +87,12 @@ func TestCompressionRoundTrip(t *testing.T) {
 
 			var theirs bytes.Buffer
 			bw := brWriters[c](&theirs)
-			bw.Write(data)
-			bw.Close()
+			if _, err := bw.Write(data); err != nil {
+				t.Fatal(err)
+			}
+			if err := bw.Close(); err != nil {
+				t.Fatal(err)
+			}
 			dr, err := decompressor(c.Suffix(), &theirs)
 			if err != nil {
 				t.Fatal(err)

@@ -172,7 +172,9 @@ func flip(b []byte) []byte {
 func gz(t *testing.T, b []byte) []byte {
 	var buf bytes.Buffer
 	w := gzip.NewWriter(&buf)
-	w.Write(b)
+	if _, err := w.Write(b); err != nil {
+		t.Fatal(err)
+	}
 	if err := w.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -84,14 +84,19 @@ func stream(in io.Reader, out io.Writer, name string, verbose bool) error {
 	w := bufio.NewWriter(out)
 	defer w.Flush()
 	prefix := "[" + name + "] "
+	// A failed write to out is not acted on: the input is read to its end
+	// whatever becomes of the output, so that the writer before this one in
+	// the pipe (tee, keeping the JSON for the report: hack/test.sh) never
+	// stops on a broken pipe. bufio.Writer keeps its first error and writes
+	// nothing more after it.
 	emit := func(text string) {
 		for line := range strings.SplitAfterSeq(text, "\n") {
 			if line != "" {
-				w.WriteString(prefix + line)
+				_, _ = w.WriteString(prefix + line)
 			}
 		}
 		if !strings.HasSuffix(text, "\n") {
-			w.WriteString("\n")
+			_, _ = w.WriteString("\n")
 		}
 		w.Flush()
 	}

@@ -118,7 +118,8 @@ func (e *Env) stopAPIServer() error {
 	if err != nil {
 		return fmt.Errorf("find kube-apiserver (pid %d): %w", pid, err)
 	}
-	defer proc.Release()
+	// Release frees the pidfd; it fails only on Windows (a second call).
+	defer func() { _ = proc.Release() }()
 
 	k.restarting = true
 	defer func() { k.restarting = false }()
@@ -198,10 +199,10 @@ func apiServerPID(api *crenvtest.APIServer) (int, error) {
 // keepCertDir installs keptCertDir on api the first time, copying the
 // certificate directory of the running kube-apiserver, and returns it.
 func keepCertDir(api *crenvtest.APIServer) (*keptCertDir, error) {
-	if k, ok := api.SecureServing.Authn.(*keptCertDir); ok {
+	if k, ok := api.Authn.(*keptCertDir); ok {
 		return k, nil
 	}
-	if api.SecureServing.Authn == nil || api.CertDir == "" {
+	if api.Authn == nil || api.CertDir == "" {
 		return nil, errors.New("kube-apiserver was never started")
 	}
 	dir, err := os.MkdirTemp("", "etcdlet-envtest-apiserver-")
@@ -212,8 +213,8 @@ func keepCertDir(api *crenvtest.APIServer) (*keptCertDir, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("keep kube-apiserver's certificates: %w", err)
 	}
-	k := &keptCertDir{Authn: api.SecureServing.Authn, dir: dir}
-	api.SecureServing.Authn = k
+	k := &keptCertDir{Authn: api.Authn, dir: dir}
+	api.Authn = k
 	return k, nil
 }
 
@@ -262,7 +263,7 @@ func copyFile(src, dst string) error {
 
 func (e *Env) startAPIServer(ctx context.Context) error {
 	api := e.Environment.ControlPlane.APIServer
-	k, ok := api.SecureServing.Authn.(*keptCertDir)
+	k, ok := api.Authn.(*keptCertDir)
 	if !ok {
 		return errors.New("kube-apiserver was not stopped by StopAPIServer")
 	}
@@ -276,7 +277,7 @@ func (e *Env) startAPIServer(ctx context.Context) error {
 		// free. The same port is the point of a restart, so there is no
 		// fallback.
 		return fmt.Errorf("start kube-apiserver on %s (same port as before; taken by another process meanwhile?): %w",
-			api.SecureServing.ListenAddr.HostPort(), err)
+			api.HostPort(), err)
 	}
 	k.stopped = false
 

@@ -66,7 +66,7 @@ func TestAPIServerRestartKeepsObjects(t *testing.T) {
 
 	for round := 1; round <= 2; round++ {
 		env.StopAPIServer(t)
-		if k, ok := env.Environment.ControlPlane.APIServer.SecureServing.Authn.(*keptCertDir); ok {
+		if k, ok := env.Environment.ControlPlane.APIServer.Authn.(*keptCertDir); ok {
 			keptDir = k.dir
 		}
 		if err := env.stopAPIServer(); err == nil || !strings.Contains(err.Error(), "already stopped") {

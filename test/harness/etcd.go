@@ -53,7 +53,7 @@ func (c *Cluster) MemberList(cli *clientv3.Client) ([]*pb.Member, error) {
 	var errs []string
 	for n := 1; n <= 9; n++ {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		resp, err := cli.Cluster.MemberList(ctx)
+		resp, err := cli.MemberList(ctx)
 		cancel()
 		if err == nil {
 			return resp.Members, nil

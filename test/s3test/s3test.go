@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -171,17 +172,27 @@ func start(t testing.TB, bin string, s Server, backend []string) (string, *os.Pr
 		return "", nil, err
 	}
 	exited := make(chan struct{})
+	var waitErr error // Wait's error (the exit status); set before exited is closed
 	go func() {
-		cmd.Wait()
+		waitErr = cmd.Wait()
 		close(exited)
 	}()
+	// signal sends sig; os.ErrProcessDone means the server exited already,
+	// which exited shows.
+	signal := func(sig os.Signal) {
+		if err := cmd.Process.Signal(sig); err != nil && !errors.Is(err, os.ErrProcessDone) {
+			t.Errorf("versitygw: send %v: %v", sig, err)
+		}
+	}
+	// stop ends the server. The exit status it then has, by a signal,
+	// says nothing.
 	stop := func() {
-		cmd.Process.Signal(syscall.SIGCONT) // a paused server ignores SIGTERM
-		cmd.Process.Signal(syscall.SIGTERM)
+		signal(syscall.SIGCONT) // a paused server ignores SIGTERM
+		signal(syscall.SIGTERM)
 		select {
 		case <-exited:
 		case <-time.After(10 * time.Second):
-			cmd.Process.Kill()
+			signal(os.Kill)
 			<-exited
 		}
 	}
@@ -191,6 +202,9 @@ func start(t testing.TB, bin string, s Server, backend []string) (string, *os.Pr
 	for {
 		select {
 		case <-exited:
+			if waitErr != nil {
+				return "", nil, fmt.Errorf("exited before it was ready (%v): %s", waitErr, out)
+			}
 			return "", nil, fmt.Errorf("exited before it was ready: %s", out)
 		default:
 		}

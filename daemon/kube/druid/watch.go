@@ -78,7 +78,7 @@ func (w *EtcdWatcher) list(ctx context.Context) (string, error) {
 		return "", fmt.Errorf("list Etcd %s: %w", w.Key, err)
 	}
 	if len(l.Items) == 0 {
-		return "", fmt.Errorf("Etcd %s not found", w.Key)
+		return "", fmt.Errorf("list Etcd %s: not found", w.Key)
 	}
 	w.seen(&l.Items[0])
 	return l.ResourceVersion, nil
@@ -113,7 +113,7 @@ func (w *EtcdWatcher) watch(ctx context.Context, rv string) error {
 			case watch.Deleted:
 				// Nothing is done about a deleted Etcd: the list in force
 				// stays, the member keeps running. Say so loudly.
-				return fmt.Errorf("Etcd %s was deleted; the last member list read from it stays in force", w.Key)
+				return fmt.Errorf("watch Etcd %s: deleted; the last member list read from it stays in force", w.Key)
 			case watch.Error:
 				// 410 Gone (the resourceVersion is too old) and the like:
 				// list again.

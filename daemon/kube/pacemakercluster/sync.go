@@ -79,7 +79,7 @@ func (w *Writer) sync(ctx context.Context, in Input) (result, detail, key string
 // (a split brain: both see their node as DC) would otherwise re-read and
 // re-claim in lockstep, each claim breaking the other's pending update.
 func pauseAfterRace(ctx context.Context, attempt int) error {
-	t := time.NewTimer(rand.N(time.Duration(attempt) * 10 * time.Millisecond))
+	t := time.NewTimer(rand.N(time.Duration(attempt) * 10 * time.Millisecond)) //nolint:gosec // G404: jitter, not a secret
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
