@@ -1,7 +1,6 @@
 package memberlist
 
 import (
-	"context"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -87,16 +86,7 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 	if !s.Refresh() || current(s) != "192.0.2.1 192.0.2.2 192.0.2.3 " {
 		t.Fatalf("initial list: %q", current(s))
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Watch(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Watch: %v", err)
-		}
-	}()
-	<-s.watching
+	watch(t, s)
 
 	write(t, path, "192.0.2.1\n192.0.2.2\n192.0.2.4\n")
 	waitChange(t, s)

@@ -129,16 +129,7 @@ func watched(t *testing.T, path string) (*Source, *logBuffer) {
 	if current(s) != wantA {
 		t.Fatalf("initial list %q (error %v)", current(s), s.Err())
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Watch(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Watch: %v", err)
-		}
-	})
-	<-s.watching
+	watch(t, s)
 	return s, logs
 }
 
@@ -399,16 +390,7 @@ func TestWatchReadsAFileRenamedOverItAtOnce(t *testing.T) {
 	s := New(fileConfig(path, 0), slog.New(slog.NewTextHandler(&logBuffer{}, nil)), nil)
 	s.settle = time.Hour
 	s.refresh(false)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Watch(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Watch: %v", err)
-		}
-	}()
-	<-s.watching
+	watch(t, s)
 
 	tmp := filepath.Join(dir, ".members.tmp")
 	writeInPlace(t, tmp, listB)
@@ -446,4 +428,20 @@ func TestRenamedOver(t *testing.T) {
 			}
 		})
 	}
+}
+
+// watch runs s.Watch until the test ends, then checks that it stopped
+// without an error; it returns once the watch is set up.
+func watch(t *testing.T, s *Source) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Watch(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Watch: %v", err)
+		}
+	})
+	<-s.watching
 }
