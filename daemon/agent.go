@@ -141,7 +141,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	a.certs = certs.NewWatch(cfg, log, m)
 	a.restarts = memberrestart.NewRequests()
 	a.tasks.Register(memberrestart.Type(memberrestart.Deps{Requests: a.restarts, Self: a.node.Self, Status: pool.Status,
-		Config: cfg, Served: a.certs.Refresh}))
+		Files: memberrestart.FilesFrom(cfg), CallTimeout: cfg.Agent.CallTimeout, Served: a.certs.Refresh}))
 	if cfg.Pacemaker.Enabled {
 		plog := log.With("component", "pacemaker")
 		collector, err := pacemaker.NewCollector(cfg.Pacemaker, plog)

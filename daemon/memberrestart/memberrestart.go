@@ -108,12 +108,28 @@ type Deps struct {
 	Self func() identity.Member
 	// Status asks one endpoint for its status (etcdclient.Pool.Status).
 	Status func(ctx context.Context, endpoint string) (*pb.StatusResponse, error)
-	// Config names the certificate files the member must serve, and the
-	// call timeout.
-	Config *config.Config
+	// Files are the certificate files the member's listeners must serve
+	// (FilesFrom).
+	Files Files
+	// CallTimeout bounds each call and handshake with the member.
+	CallTimeout time.Duration
 	// Served is called once the member serves the renewed files (the
 	// expiry metric reads them again at once).
 	Served func()
+}
+
+// Files are the certificate files a restarted member must serve: the
+// ones its client and peer listeners are configured with (empty without
+// TLS), and what etcdlet dials each listener with.
+type Files struct {
+	ClientCert, PeerCert string
+	ClientDial, PeerDial config.TLSFiles
+}
+
+// FilesFrom takes the files from a configuration.
+func FilesFrom(cfg *config.Config) Files {
+	return Files{ClientCert: cfg.Etcd.TLS.Client.CertFile, PeerCert: cfg.Etcd.TLS.Peer.CertFile,
+		ClientDial: cfg.ClientTLS(), PeerDial: cfg.Etcd.TLS.Peer}
 }
 
 // Type is the task type, for the task runner's registry.
@@ -274,13 +290,12 @@ func (h *handler) Cleanup(context.Context) task.Result { return task.Result{} }
 // answers Status as memberID with a leader, and its client and peer
 // listeners serve exactly the certificates in the configured files.
 func (h *handler) servesFiles(ctx context.Context, memberID string) (RestartOutput, error) {
-	cfg := h.d.Config
 	out := RestartOutput{MemberID: memberID}
 	self := h.d.Self()
 	if !self.IP.IsValid() {
 		return out, errors.New("this node's address is not known")
 	}
-	callCtx, cancel := context.WithTimeout(ctx, cfg.Agent.CallTimeout)
+	callCtx, cancel := context.WithTimeout(ctx, h.d.CallTimeout)
 	defer cancel()
 	st, err := h.d.Status(callCtx, self.ClientURL)
 	switch {
@@ -295,8 +310,8 @@ func (h *handler) servesFiles(ctx context.Context, memberID string) (RestartOutp
 		name, url, certFile string
 		dial                config.TLSFiles
 	}{
-		{"client", self.ClientURL, cfg.Etcd.TLS.Client.CertFile, cfg.ClientTLS()},
-		{"peer", self.PeerURL, cfg.Etcd.TLS.Peer.CertFile, cfg.Etcd.TLS.Peer},
+		{"client", self.ClientURL, h.d.Files.ClientCert, h.d.Files.ClientDial},
+		{"peer", self.PeerURL, h.d.Files.PeerCert, h.d.Files.PeerDial},
 	} {
 		if l.certFile == "" {
 			continue
@@ -305,7 +320,7 @@ func (h *handler) servesFiles(ctx context.Context, memberID string) (RestartOutp
 		if err != nil {
 			return out, err
 		}
-		got, err := servedCert(ctx, l.url, l.dial, cfg.Agent.CallTimeout)
+		got, err := servedCert(ctx, l.url, l.dial, h.d.CallTimeout)
 		if err != nil {
 			return out, fmt.Errorf("TLS handshake with its %s listener %s: %w", l.name, l.url, err)
 		}
