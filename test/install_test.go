@@ -13,6 +13,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/etcdlet/etcdlet/test/harness"
 )
 
 // A pristine Debian host with systemd: the package installs into a chroot
@@ -119,7 +121,7 @@ func TestPackageInstallUnderSystemd(t *testing.T) {
 	// change only with a daemon-reload, which shows that the package ran one.
 	h.write("/etc/systemd/system/kubelet.service", "[Unit]\nDescription=kubelet stand-in\n[Service]\nExecStart=/bin/sleep infinity\n", 0o644)
 	ns := fmt.Sprintf("etcdlet-%d-pkg", os.Getpid())
-	addNetns(t, ns)
+	harness.AddNetns(t, ns)
 	run(t, "ip", "-n", ns, "link", "set", "lo", "up")
 	h.boot(ns)
 	h.must("systemctl", "start", "kubelet.service")

@@ -83,7 +83,7 @@ func newKubeLab(t *testing.T) *kubeLab {
 	l.hostRoot = sharedHostRoot(t, l.kubeNode, envDir(t, envContainerdDebs, "hack/containerd-debs.sh"))
 	l.name = fmt.Sprintf("etcdlet-%d-l%d", os.Getpid(), labSeq.Add(1))
 	l.bridgeNS = l.name + "-br"
-	addNetns(t, l.bridgeNS)
+	harness.AddNetns(t, l.bridgeNS)
 	run(t, "ip", "-n", l.bridgeNS, "link", "add", "br0", "type", "bridge")
 	run(t, "ip", "-n", l.bridgeNS, "addr", "add", labGate+"/24", "dev", "br0")
 	run(t, "ip", "-n", l.bridgeNS, "link", "set", "br0", "up")
@@ -141,7 +141,7 @@ func (l *kubeLab) addHost(n int) *kubeHost {
 	t.Helper()
 	h := &kubeHost{name: fmt.Sprintf("cp%d", n), ip: fmt.Sprintf("%s%d", labSubnet, n),
 		ns: fmt.Sprintf("%s-h%d", l.name, n)}
-	addNetns(t, h.ns)
+	harness.AddNetns(t, h.ns)
 	peer := fmt.Sprintf("veth%d", n)
 	run(t, "ip", "-n", l.bridgeNS, "link", "add", peer, "type", "veth", "peer", "name", "eth0", "netns", h.ns)
 	run(t, "ip", "-n", l.bridgeNS, "link", "set", peer, "master", "br0", "up")

@@ -3,7 +3,6 @@ package test
 import (
 	"encoding/json"
 	"fmt"
-	"os"
 	"os/exec"
 	"slices"
 	"strings"
@@ -20,7 +19,7 @@ import (
 func TestNodeAddressDetectedInNetworkNamespaces(t *testing.T) {
 	t.Parallel()
 	addr := func(n int) string { return fmt.Sprintf("192.0.2.%d", 10+n) }
-	ns := bridgedHosts(t, "v4", 2, func(n int) string { return addr(n) + "/24" })
+	ns := harness.BridgedHosts(t, "v4", 2, func(n int) string { return addr(n) + "/24" })
 
 	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{
 		Addr:          addr,
@@ -49,7 +48,7 @@ func TestNodeAddressDetectedInNetworkNamespaces(t *testing.T) {
 func TestIPv6Membership(t *testing.T) {
 	t.Parallel()
 	addr := func(n int) string { return fmt.Sprintf("fd00:e7cd:1::%x", 0xa0+n) }
-	ns := bridgedHosts(t, "v6", 4, func(n int) string { return addr(n) + "/64" })
+	ns := harness.BridgedHosts(t, "v6", 4, func(n int) string { return addr(n) + "/64" })
 	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{
 		Addr:  addr,
 		Ports: &harness.Ports{Client: 2379, Peer: 2380, Metrics: 2381, Agent: 9479, AgentPeer: 2382},
@@ -76,45 +75,6 @@ func TestIPv6Membership(t *testing.T) {
 		return nil
 	})
 	requireKeptData(t, movedAside(t, c, 2))
-}
-
-// bridgedHosts creates count "hosts": network namespaces, each with a veth
-// into a bridge in one more namespace, host n's veth carrying cidr(n)
-// (IPv6 without duplicate address detection, so usable at once). It
-// returns the namespace name of host n; all are deleted after the test.
-func bridgedHosts(t *testing.T, tag string, count int, cidr func(n int) string) func(n int) string {
-	t.Helper()
-	prefix := fmt.Sprintf("etcdlet-%d-%s", os.Getpid(), tag)
-	ns := func(n int) string { return fmt.Sprintf("%s-%d", prefix, n) }
-	bridge := prefix + "-br"
-	addNetns(t, bridge)
-	run(t, "ip", "-n", bridge, "link", "add", "br0", "type", "bridge")
-	run(t, "ip", "-n", bridge, "link", "set", "br0", "up")
-	for n := 1; n <= count; n++ {
-		addNetns(t, ns(n))
-		port := fmt.Sprintf("port%d", n)
-		run(t, "ip", "-n", ns(n), "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", bridge)
-		run(t, "ip", "-n", bridge, "link", "set", port, "master", "br0", "up")
-		run(t, "ip", "-n", ns(n), "link", "set", "lo", "up")
-		run(t, "ip", "-n", ns(n), "link", "set", "eth0", "up")
-		argv := []string{"ip", "-n", ns(n), "addr", "add", cidr(n), "dev", "eth0"}
-		if strings.Contains(cidr(n), ":") {
-			argv = append(argv, "nodad")
-		}
-		run(t, argv...)
-	}
-	return ns
-}
-
-// addNetns creates a network namespace that is deleted after the test.
-func addNetns(t *testing.T, name string) {
-	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test creates network namespaces and needs root: run `sudo make test`")
-	}
-	requireTools(t, map[string]string{"ip": "iproute2"})
-	run(t, "ip", "netns", "add", name)
-	t.Cleanup(func() { _ = exec.Command("ip", "netns", "del", name).Run() })
 }
 
 // waitStatusInNetns waits until `etcdlet status` of agent n, run inside

@@ -87,7 +87,7 @@ func TestUnitOnSystemdHosts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ns := bridgedHosts(t, "unit", 3, func(n int) string { return unitHostAddr(n) + "/24" })
+	ns := harness.BridgedHosts(t, "unit", 3, func(n int) string { return unitHostAddr(n) + "/24" })
 
 	hosts := make([]*sdHost, 3)
 	forUnitHosts(t, len(hosts), func(n int) {
