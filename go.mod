@@ -3,6 +3,7 @@ module github.com/etcdlet/etcdlet
 go 1.27.3
 
 require (
+	github.com/anishathalye/porcupine v1.3.1
 	github.com/aws/aws-sdk-go-v2 v1.47.8
 	github.com/aws/aws-sdk-go-v2/service/s3 v1.114.9
 	github.com/coreos/go-systemd/v22 v22.7.0

@@ -41,6 +41,7 @@ tools=(
   "python3             python3               fence_dummy is a Python program"
   "xmllint             libxml2-utils         daemon/pacemaker/testdata/generate.sh"
   "ip                  iproute2              test/: network namespaces"
+  "nft                 nftables              test/campaign: partitions and packet loss inside the hosts' namespaces"
   "unshare             util-linux            test/pacemaker: node namespaces"
   "nsenter             util-linux            test/pacemaker: polling inside a node; test/: commands in the booted Debian host"
   "mount               mount                 test/: a data dir that must be a mount point"

@@ -4,7 +4,8 @@
 # packages side by side. One failure never hides the rest: each step runs
 # to its end, and the summary names every failing step, package and test.
 # Exits 1 if anything failed. The membership simulator (daemon/sim) plays
-# its 10,000 schedules beside them.
+# its 10,000 schedules beside them, and a short fault campaign
+# (test/campaign) runs against real agents.
 #
 # Environment: GO (default go), TEST_FLAGS (default -count=1 -timeout 45m),
 # ETCDLET_CACHE (where hack/envtest.sh keeps kube-apiserver and etcd, and
@@ -125,19 +126,23 @@ run() {
     tee "$logs/$name.json" | "$summary" stream $verbose "$name" &
 }
 
-packages=$($GO list ./... | grep -v '/test$')
-step "unit packages (-race), end-to-end tests (./test/) and the simulator's 10,000 schedules, side by side"
+packages=$($GO list ./... | grep -v -e '/test$' -e '/test/campaign$')
+step "unit packages (-race), end-to-end tests (./test/), the simulator's 10,000 schedules and a fault campaign, side by side"
 run unit -race $packages
 run e2e -v ./test/
 # The simulator plays 300 schedules under -race in the unit step; here the
 # full count, without the race detector's cost.
 run sim -v ./daemon/sim/ -run TestSchedules -sim.schedules=10000
+# A short fault campaign (test/campaign: at least 50 faults, two minutes of
+# them, a fresh seed each run; a violation prints the command that replays
+# it), with the campaign's own unit tests.
+run campaign -v ./test/campaign/ -campaign.duration=2m -campaign.faults=50
 wait
 
 # Each package's time and the slowest ten tests, so that a creeping suite is
 # seen, then what failed in each run.
 echo
-"$summary" report unit="$logs/unit.json" e2e="$logs/e2e.json" sim="$logs/sim.json" ||
+"$summary" report unit="$logs/unit.json" e2e="$logs/e2e.json" sim="$logs/sim.json" campaign="$logs/campaign.json" ||
   failed+=("go test: see the failures above")
 
 echo

@@ -295,6 +295,15 @@ func (c *Cluster) WriteMembersRaw(content string) {
 	writeAtomically(c.t, c.Members, content)
 }
 
+// WriteMembersRawOn writes arbitrary content to the members files of the
+// agents hosts (OwnLists).
+func (c *Cluster) WriteMembersRawOn(hosts []int, content string) {
+	c.t.Helper()
+	for _, h := range hosts {
+		writeAtomically(c.t, c.MembersOf(h), content)
+	}
+}
+
 func writeAtomically(t TB, path, content string) {
 	t.Helper()
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {

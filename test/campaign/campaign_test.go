@@ -1,0 +1,38 @@
+package campaign
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/etcdlet/etcdlet/test/harness"
+)
+
+var (
+	duration  = flag.Duration("campaign.duration", 2*time.Minute, "how long faults are injected (make campaign: CAMPAIGN_DURATION)")
+	seed      = flag.Uint64("campaign.seed", 0, "the schedule's seed; 0 draws one (make campaign: CAMPAIGN_SEED)")
+	minFaults = flag.Int("campaign.faults", 50, "inject at least this many faults, however long it takes")
+)
+
+// TestCampaign runs one campaign: make test a short one, make campaign
+// one of CAMPAIGN_DURATION. A violation fails it, with the seed and the
+// command that replays the same schedule.
+func TestCampaign(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("the campaign creates network namespaces and nftables rules and needs root: run `sudo make test`")
+	}
+	bin, err := harness.BuildBinary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := *seed
+	if s == 0 {
+		s = uint64(time.Now().UnixNano())
+	}
+	opts := Options{Seed: s, Duration: *duration, MinFaults: *minFaults, Binary: bin,
+		Replay: fmt.Sprintf("make campaign CAMPAIGN_SEED=%d CAMPAIGN_DURATION=%s", s, *duration)}
+	r := Run(t, opts)
+	t.Log(r.summary(opts))
+}

@@ -1,0 +1,249 @@
+package campaign
+
+import (
+	"fmt"
+	"slices"
+	"syscall"
+	"time"
+)
+
+// The kinds of fault, with their weights in the schedule.
+var faultKinds = []struct {
+	name   string
+	weight int
+}{
+	{"kill", 18},       // kill -9 of an agent and its member, restarted after a while
+	{"pause", 14},      // SIGSTOP, sometimes past the writer lock's lease, then SIGCONT
+	{"isolate", 10},    // one host cut from every other, clients included
+	{"split", 10},      // a minority and a majority of the hosts cut from each other
+	{"asymmetric", 8},  // a host's packets to one other host dropped, the other way open
+	{"loss", 10},       // a host loses a share of its packets
+	{"list-add", 8},    // a host added to the list, reaching the hosts one after another
+	{"list-remove", 8}, // a listed host removed the same way
+	{"list-replace", 6},
+	{"list-flap", 4}, // a host added and removed again before the change settled
+	{"list-refuse", 4},
+}
+
+// pick draws the next fault's kind.
+func (cp *campaign) pick() string {
+	total := 0
+	for _, k := range faultKinds {
+		total += k.weight
+	}
+	r := cp.rng.IntN(total)
+	for _, k := range faultKinds {
+		if r < k.weight {
+			return k.name
+		}
+		r -= k.weight
+	}
+	panic("unreachable")
+}
+
+// hold is how long a fault lasts: one to three seconds.
+func (cp *campaign) hold() time.Duration {
+	return time.Second + time.Duration(cp.rng.IntN(2000))*time.Millisecond
+}
+
+// inject runs faults one after another until the duration is over and at
+// least MinFaults ran; every fault is healed before the next.
+func (cp *campaign) inject() {
+	start := time.Now()
+	for n := 0; time.Since(start) < cp.opts.Duration || n < cp.opts.MinFaults; n++ {
+		kind := cp.pick()
+		cp.result.Faults[kind]++
+		at := time.Since(start).Round(time.Millisecond)
+		what := cp.fault(kind)
+		cp.t.Logf("%9s fault %3d %-12s %s", at, n+1, kind, what)
+		time.Sleep(time.Duration(cp.rng.IntN(1000)) * time.Millisecond)
+	}
+}
+
+// fault injects one fault of kind, holds it and heals it; it says what it
+// did.
+func (cp *campaign) fault(kind string) string {
+	n := 1 + cp.rng.IntN(hosts)
+	d := cp.hold()
+	switch kind {
+	case "kill":
+		cp.setStopped(n, "killed")
+		cp.c.Agent(n).Kill()
+		time.Sleep(d)
+		cp.c.Agent(n).Restart()
+		cp.setStopped(n, "")
+		return fmt.Sprintf("host %d killed for %s", n, d)
+	case "pause":
+		if cp.rng.IntN(4) == 0 {
+			d = lockTTL + 2*time.Second + time.Duration(cp.rng.IntN(2000))*time.Millisecond
+		}
+		cp.setStopped(n, "paused")
+		cp.signal(n, syscall.SIGSTOP)
+		time.Sleep(d)
+		cp.signal(n, syscall.SIGCONT)
+		cp.setStopped(n, "")
+		return fmt.Sprintf("host %d paused for %s", n, d)
+	case "isolate":
+		for m := 1; m <= clientNS; m++ {
+			if m != n {
+				cp.net.cut(n, m)
+			}
+		}
+		cp.must(cp.net.apply())
+		time.Sleep(d)
+		cp.healNetwork()
+		return fmt.Sprintf("host %d isolated for %s", n, d)
+	case "split":
+		perm := cp.rng.Perm(hosts)
+		minority := perm[:1+cp.rng.IntN(2)]
+		for _, a := range minority {
+			for _, b := range perm[len(minority):] {
+				cp.net.cut(a+1, b+1)
+			}
+		}
+		cp.must(cp.net.apply())
+		time.Sleep(d)
+		cp.healNetwork()
+		return fmt.Sprintf("hosts %v cut from the others for %s", plusOne(minority), d)
+	case "asymmetric":
+		m := 1 + (n+cp.rng.IntN(hosts-1))%hosts
+		cp.net.dropTo(n, m)
+		cp.must(cp.net.apply())
+		time.Sleep(d)
+		cp.healNetwork()
+		return fmt.Sprintf("host %d cannot reach host %d for %s (the other way open)", n, m, d)
+	case "loss":
+		p := 10 + cp.rng.IntN(31)
+		cp.net.lose(n, p)
+		cp.must(cp.net.apply())
+		time.Sleep(d)
+		cp.healNetwork()
+		return fmt.Sprintf("host %d loses %d%% of its packets for %s", n, p, d)
+	default:
+		return cp.listChange(kind)
+	}
+}
+
+// listChange changes the list every host has, host by host; it says
+// what it did, or why it did nothing.
+func (cp *campaign) listChange(kind string) string {
+	listed := slices.Clone(cp.list)
+	var unlisted []int
+	for n := 1; n <= hosts; n++ {
+		if !slices.Contains(listed, n) {
+			unlisted = append(unlisted, n)
+		}
+	}
+	add := func() (int, bool) {
+		if len(unlisted) == 0 {
+			return 0, false
+		}
+		return unlisted[cp.rng.IntN(len(unlisted))], true
+	}
+	remove := func(min int) (int, bool) {
+		if len(listed) <= min {
+			return 0, false
+		}
+		return listed[cp.rng.IntN(len(listed))], true
+	}
+	switch kind {
+	case "list-add":
+		n, ok := add()
+		if !ok {
+			return "every host is listed already"
+		}
+		cp.rollout(append(listed, n), true)
+		return fmt.Sprintf("host %d added: %v", n, cp.list)
+	case "list-remove":
+		n, ok := remove(3)
+		if !ok {
+			return "three hosts are listed: none removed"
+		}
+		cp.rollout(without(listed, n), true)
+		return fmt.Sprintf("host %d removed: %v", n, cp.list)
+	case "list-replace":
+		out, ok1 := remove(0)
+		in, ok2 := add()
+		if !ok1 || !ok2 {
+			return "every host is listed: none replaced"
+		}
+		cp.rollout(append(without(listed, out), in), true)
+		return fmt.Sprintf("host %d replaced by host %d: %v", out, in, cp.list)
+	case "list-flap":
+		n, ok := add()
+		if !ok {
+			return "every host is listed: none flapped"
+		}
+		cp.rollout(append(listed, n), true)
+		time.Sleep(time.Duration(cp.rng.IntN(2000)) * time.Millisecond)
+		cp.rollout(listed, true)
+		return fmt.Sprintf("host %d added and removed again: %v", n, cp.list)
+	case "list-refuse":
+		// A list every agent must refuse (an address twice): the last good
+		// one stays in force.
+		cp.c.WriteMembersRawOn(cp.allHosts(), hostAddr(listed[0])+"\n"+hostAddr(listed[0])+"\n")
+		time.Sleep(cp.hold())
+		cp.rollout(listed, false)
+		return "a list with an address twice written and refused, then the good one again"
+	}
+	panic("unknown fault " + kind)
+}
+
+// rollout writes list to every host, with lag one host after another,
+// in a random order, up to a second apart; without lag all at once.
+func (cp *campaign) rollout(list []int, lag bool) {
+	slices.Sort(list)
+	cp.list = list
+	cp.result.ListChanges++
+	if !lag {
+		cp.c.WriteMembers(list...)
+		return
+	}
+	for _, i := range cp.rng.Perm(hosts) {
+		cp.c.WriteMembersOn([]int{i + 1}, list...)
+		time.Sleep(time.Duration(cp.rng.IntN(1000)) * time.Millisecond)
+	}
+}
+
+// healAll ends every fault: the network whole, every agent running.
+func (cp *campaign) healAll() {
+	cp.healNetwork()
+	for n := 1; n <= hosts; n++ {
+		cp.signal(n, syscall.SIGCONT)
+		if !cp.c.Agent(n).Running() {
+			cp.c.Agent(n).Restart()
+		}
+		cp.setStopped(n, "")
+	}
+}
+
+func (cp *campaign) healNetwork() { cp.must(cp.net.heal()) }
+
+func (cp *campaign) setStopped(n int, how string) {
+	cp.mu.Lock()
+	defer cp.mu.Unlock()
+	if how == "" {
+		delete(cp.stopped, n)
+	} else {
+		cp.stopped[n] = how
+	}
+}
+
+func (cp *campaign) must(err error) {
+	if err != nil {
+		cp.t.Fatal(err)
+	}
+}
+
+func without(list []int, n int) []int {
+	return slices.DeleteFunc(slices.Clone(list), func(m int) bool { return m == n })
+}
+
+func plusOne(idx []int) []int {
+	out := make([]int, len(idx))
+	for i, v := range idx {
+		out[i] = v + 1
+	}
+	slices.Sort(out)
+	return out
+}
