@@ -103,7 +103,9 @@ func (st *LockStatus) Judge(now time.Time) {
 	switch {
 	case !st.Held:
 		st.Why = "the lock is free"
-	case st.LeaseID == clientv3.NoLease || st.RemainingTTL <= 0:
+	case st.LeaseID == clientv3.NoLease || st.RemainingTTL < 0:
+		// etcd answers -1 for a lease that is gone; 0 is a live lease
+		// with less than a second left before its next keep-alive.
 		st.Stale, st.Why = true, "its lease is gone: the key outlived its holder"
 	case st.Holder == nil:
 		st.Why = "the key's value names no holder and no time (an etcdlet older than this one took it): its age is unknown; it is released when its lease expires"

@@ -33,6 +33,7 @@ func TestLockStaleness(t *testing.T) {
 		{"mid-change", held(3*time.Second, 14), false, "held for 3s, within twice"},
 		{"held past twice the TTL", held(31*time.Second, 14), true, "held for 31s, longer than twice"},
 		{"lease gone", held(time.Second, -1), true, "lease is gone"},
+		{"less than a second left before a keep-alive", held(2*time.Second, 0), false, "within twice"},
 		{"key without a lease", noLease, true, "lease is gone"},
 		{"no holder recorded", unnamed, false, "age is unknown"},
 	} {
@@ -87,7 +88,7 @@ func TestReadAndBreakALiveLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	st.Judge(time.Now())
-	if !st.Held || st.Stale || st.Holder == nil || st.Holder.Holder != "etcd-main-2001:db8::1" || st.RemainingTTL <= 0 {
+	if !st.Held || st.Stale || st.Holder == nil || st.Holder.Holder != "etcd-main-2001:db8::1" || st.RemainingTTL < 0 {
 		t.Fatalf("lock status %+v: want held, live, by etcd-main-2001:db8::1", st)
 	}
 	if err := st.MayBreak(true, false); err == nil {
