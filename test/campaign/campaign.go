@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -33,6 +34,8 @@ type Options struct {
 	// until MinFaults were, too.
 	Duration  time.Duration
 	MinFaults int
+	// Only, when set, limits the faults to these kinds (FaultKinds).
+	Only []string
 	// Binary is the etcdlet binary the agents run.
 	Binary string
 	// Replay is the command line that replays this campaign, for the
@@ -48,8 +51,10 @@ type Result struct {
 	Unknown     int // of which the outcome was unknown
 	// MembershipChanges are the membership calls the agents made (done).
 	MembershipChanges int
-	Convergence       time.Duration
-	Violations        []string
+	// ExitsOnFullDisk counts agents that exited while their disk was full.
+	ExitsOnFullDisk int
+	Convergence     time.Duration
+	Violations      []string
 }
 
 const (
@@ -79,6 +84,7 @@ type campaign struct {
 	result Result
 	// keptDir outlives the test: the logs and history of a violation.
 	keptDir string
+	obs     *observer
 
 	mu       sync.Mutex
 	stopped  map[int]string // agents stopped by a fault (kill, pause), and how
@@ -97,7 +103,11 @@ func Run(t *testing.T, opts Options) Result {
 			t.Fatal(err)
 		}
 	}
-	cp.c = harness.NewCluster(t, opts.Binary, t.TempDir(), harness.Options{
+	dir := t.TempDir()
+	for n := 1; n <= hosts; n++ {
+		mountDisk(t, filepath.Join(dir, fmt.Sprintf("n%d", n)))
+	}
+	cp.c = harness.NewCluster(t, opts.Binary, dir, harness.Options{
 		Addr:        hostAddr,
 		Ports:       &harness.Ports{Client: 2379, Peer: 2380, Metrics: 2381, Agent: 9479, AgentPeer: 2382},
 		OwnLists:    true,
@@ -126,7 +136,7 @@ func Run(t *testing.T, opts Options) Result {
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
 	watched := watch(watchCtx, cp.client(cp.allHosts()))
-	obs := cp.observe()
+	cp.obs = cp.observe()
 	w.start()
 
 	cp.inject()
@@ -146,7 +156,7 @@ func Run(t *testing.T, opts Options) Result {
 	}
 	stopWatch()
 	<-watched.done
-	obs.stop()
+	cp.obs.stop()
 
 	cp.result.Operations = len(ops)
 	for _, op := range ops {
@@ -157,7 +167,7 @@ func Run(t *testing.T, opts Options) Result {
 	for n := 1; n <= hosts; n++ {
 		cp.result.MembershipChanges += cp.c.Agent(n).CountLog("membership change", map[string]string{"outcome": "done"})
 	}
-	cp.check(ops, w, watched, obs)
+	cp.check(ops, w, watched, cp.obs)
 	if len(cp.result.Violations) > 0 {
 		cp.keep(ops)
 	}
@@ -321,8 +331,8 @@ func (r Result) summary(opts Options) string {
 		}
 		fmt.Fprintf(&b, "%s %d", k, r.Faults[k])
 	}
-	fmt.Fprintf(&b, "), %d list changes, %d membership changes made by the agents, %d client operations checked (%d with an unknown outcome), converged %s after the faults stopped, %d violations",
-		r.ListChanges, r.MembershipChanges, r.Operations, r.Unknown, r.Convergence.Round(time.Millisecond), len(r.Violations))
+	fmt.Fprintf(&b, "), %d list changes, %d membership changes made by the agents, %d client operations checked (%d with an unknown outcome), converged %s after the faults stopped, %d agents exited on a full disk, %d violations",
+		r.ListChanges, r.MembershipChanges, r.Operations, r.Unknown, r.Convergence.Round(time.Millisecond), r.ExitsOnFullDisk, len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "\n  violation: %s", v)
 	}

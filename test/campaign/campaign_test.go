@@ -4,6 +4,8 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ var (
 	duration  = flag.Duration("campaign.duration", 2*time.Minute, "how long faults are injected (make campaign: CAMPAIGN_DURATION)")
 	seed      = flag.Uint64("campaign.seed", 0, "the schedule's seed; 0 draws one (make campaign: CAMPAIGN_SEED)")
 	minFaults = flag.Int("campaign.faults", 50, "inject at least this many faults, however long it takes")
+	only      = flag.String("campaign.only", "", "inject only these kinds of fault, comma-separated (make campaign: CAMPAIGN_ONLY)")
 )
 
 // TestCampaign runs one campaign: make test a short one, make campaign
@@ -33,6 +36,15 @@ func TestCampaign(t *testing.T) {
 	}
 	opts := Options{Seed: s, Duration: *duration, MinFaults: *minFaults, Binary: bin,
 		Replay: fmt.Sprintf("make campaign CAMPAIGN_SEED=%d CAMPAIGN_DURATION=%s", s, *duration)}
+	if *only != "" {
+		opts.Only = strings.Split(*only, ",")
+		for _, k := range opts.Only {
+			if !slices.Contains(FaultKinds(), k) {
+				t.Fatalf("-campaign.only %q: %q is not a kind of fault; the kinds are %s", *only, k, strings.Join(FaultKinds(), ", "))
+			}
+		}
+		opts.Replay += " CAMPAIGN_ONLY=" + *only
+	}
 	r := Run(t, opts)
 	t.Log(r.summary(opts))
 }

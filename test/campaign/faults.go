@@ -2,6 +2,8 @@ package campaign
 
 import (
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
@@ -18,6 +20,8 @@ var faultKinds = []struct {
 	{"split", 10},      // a minority and a majority of the hosts cut from each other
 	{"asymmetric", 8},  // a host's packets to one other host dropped, the other way open
 	{"loss", 10},       // a host loses a share of its packets
+	{"wipe", 6},        // a host's data dir deleted or emptied while it is down
+	{"full", 6},        // a host's disk full
 	{"list-add", 8},    // a host added to the list, reaching the hosts one after another
 	{"list-remove", 8}, // a listed host removed the same way
 	{"list-replace", 6},
@@ -25,20 +29,38 @@ var faultKinds = []struct {
 	{"list-refuse", 4},
 }
 
-// pick draws the next fault's kind.
+// pick draws the next fault's kind, among Options.Only when set.
 func (cp *campaign) pick() string {
 	total := 0
 	for _, k := range faultKinds {
-		total += k.weight
+		if cp.allowed(k.name) {
+			total += k.weight
+		}
 	}
 	r := cp.rng.IntN(total)
 	for _, k := range faultKinds {
+		if !cp.allowed(k.name) {
+			continue
+		}
 		if r < k.weight {
 			return k.name
 		}
 		r -= k.weight
 	}
 	panic("unreachable")
+}
+
+func (cp *campaign) allowed(kind string) bool {
+	return len(cp.opts.Only) == 0 || slices.Contains(cp.opts.Only, kind)
+}
+
+// FaultKinds are the names of the kinds of fault.
+func FaultKinds() []string {
+	names := make([]string, len(faultKinds))
+	for i, k := range faultKinds {
+		names[i] = k.name
+	}
+	return names
 }
 
 // hold is how long a fault lasts: one to three seconds.
@@ -53,9 +75,9 @@ func (cp *campaign) inject() {
 	for n := 0; time.Since(start) < cp.opts.Duration || n < cp.opts.MinFaults; n++ {
 		kind := cp.pick()
 		cp.result.Faults[kind]++
-		at := time.Since(start).Round(time.Millisecond)
+		began := time.Now()
 		what := cp.fault(kind)
-		cp.t.Logf("%9s fault %3d %-12s %s", at, n+1, kind, what)
+		cp.t.Logf("%9s fault %3d %-12s %s (%s in all)", began.Sub(start).Round(time.Millisecond), n+1, kind, what, time.Since(began).Round(time.Millisecond))
 		time.Sleep(time.Duration(cp.rng.IntN(1000)) * time.Millisecond)
 	}
 }
@@ -119,9 +141,61 @@ func (cp *campaign) fault(kind string) string {
 		time.Sleep(d)
 		cp.healNetwork()
 		return fmt.Sprintf("host %d loses %d%% of its packets for %s", n, p, d)
+	case "wipe":
+		cp.setStopped(n, "killed")
+		cp.c.Agent(n).Kill()
+		what := cp.wipe(n)
+		time.Sleep(d)
+		cp.c.Agent(n).Restart()
+		cp.setStopped(n, "")
+		return fmt.Sprintf("host %d down for %s, its data dir %s", n, d, what)
+	case "full":
+		return cp.fullDisk(n, d)
 	default:
 		return cp.listChange(kind)
 	}
+}
+
+// fullDisk fills host n's disk for d, then frees it. An agent whose
+// member cannot write its log may stop (etcd exits on a failed write to
+// its write-ahead log): it is started again, and the report counts it.
+func (cp *campaign) fullDisk(n int, d time.Duration) string {
+	cp.setStopped(n, "disk full")
+	filler, err := fill(filepath.Dir(cp.c.DataDir(n)))
+	cp.must(err)
+	time.Sleep(d)
+	cp.must(os.Remove(filler))
+	// An exit caused by the full disk comes within moments of the
+	// failed write; it shows by now.
+	time.Sleep(time.Second)
+	what := fmt.Sprintf("host %d's disk full for %s", n, d)
+	if !cp.c.Agent(n).Running() {
+		cp.result.ExitsOnFullDisk++
+		cp.c.Agent(n).Restart()
+		what += "; its agent exited and was started again"
+	}
+	cp.setStopped(n, "")
+	return what
+}
+
+// wipe deletes host n's data dir, or empties it, as a lost or replaced
+// disk does; the journal forgets it, for the campaign deleted it.
+func (cp *campaign) wipe(n int) string {
+	dir := cp.c.DataDir(n)
+	if cp.rng.IntN(2) == 0 {
+		cp.obs.wipe(dir, func() { cp.must(os.RemoveAll(dir)) })
+		return "deleted"
+	}
+	cp.obs.wipe(dir, func() {
+		entries, err := os.ReadDir(dir)
+		if err != nil && !os.IsNotExist(err) {
+			cp.t.Fatal(err)
+		}
+		for _, e := range entries {
+			cp.must(os.RemoveAll(filepath.Join(dir, e.Name())))
+		}
+	})
+	return "emptied"
 }
 
 // listChange changes the list every host has, host by host; it says

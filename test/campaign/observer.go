@@ -93,21 +93,34 @@ func (o *observer) agentsRun() {
 	}
 }
 
-// journal records the inode of every data dir that holds a member.
+// journal records the inode of every data dir that holds a member. It
+// holds the lock while it looks, so that it never records a dir that a
+// fault is deleting (wipe).
 func (o *observer) journal() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
 	for n := 1; n <= hosts; n++ {
 		dir := o.cp.c.DataDir(n)
 		if _, err := os.Stat(filepath.Join(dir, "member")); err != nil {
 			continue
 		}
 		if ino, ok := inode(dir); ok {
-			o.mu.Lock()
 			if _, seen := o.dataDirs[ino]; !seen {
 				o.dataDirs[ino] = dir
 			}
-			o.mu.Unlock()
 		}
 	}
+}
+
+// wipe lets remove delete dir, which the journal then forgets: the
+// campaign deleted it, not etcdlet.
+func (o *observer) wipe(dir string, remove func()) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if ino, ok := inode(dir); ok {
+		delete(o.dataDirs, ino)
+	}
+	remove()
 }
 
 func inode(path string) (uint64, bool) {
