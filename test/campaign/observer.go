@@ -24,6 +24,7 @@ type observer struct {
 	cp   *campaign
 	halt chan struct{}
 	done chan struct{}
+	once sync.Once
 
 	mu         sync.Mutex
 	clusterIDs map[uint64]string // cluster ID -> the first member seen answering for it
@@ -36,6 +37,7 @@ func (cp *campaign) observe() *observer {
 	o := &observer{cp: cp, halt: make(chan struct{}), done: make(chan struct{}),
 		clusterIDs: map[uint64]string{}, dataDirs: map[uint64]string{}}
 	cli := cp.client(cp.allHosts())
+	cp.t.Cleanup(o.stop)
 	go func() {
 		defer close(o.done)
 		for {
@@ -63,10 +65,14 @@ func (cp *campaign) observe() *observer {
 	return o
 }
 
+// stop ends the observation; it runs again at the test's end, before
+// the agents are stopped, whatever ended the test.
 func (o *observer) stop() {
-	close(o.halt)
-	<-o.done
-	o.journal()
+	o.once.Do(func() {
+		close(o.halt)
+		<-o.done
+		o.journal()
+	})
 }
 
 // agentsRun reports every agent that exited without a fault stopping it,

@@ -34,7 +34,11 @@ func (a *Agent) start() {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if a.cmd != nil {
-		a.c.t.Fatalf("agent %d already running", a.N)
+		select {
+		case <-a.done: // exited by itself: it may start again
+		default:
+			a.c.t.Fatalf("agent %d already running", a.N)
+		}
 	}
 	logFile, err := os.OpenFile(a.Log, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
@@ -77,8 +81,15 @@ func (a *Agent) Running() bool {
 	}
 }
 
-// Kill sends SIGKILL and waits for the process to be gone.
-func (a *Agent) Kill() { a.signal(syscall.SIGKILL, 5*time.Second) }
+// Kill sends SIGKILL and waits for the process to be gone. A process
+// takes a moment to go on a loaded machine (its memory is freed first);
+// one still there after 30s fails the test rather than run on beside a
+// restarted one.
+func (a *Agent) Kill() {
+	if !a.signal(syscall.SIGKILL, 30*time.Second) {
+		a.c.t.Fatalf("agent %d still runs 30s after SIGKILL", a.N)
+	}
+}
 
 // Stop sends SIGTERM and waits up to 30s (etcd may wait out a leader
 // transfer); a process still running then is killed and the test fails.
