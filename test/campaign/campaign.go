@@ -53,8 +53,11 @@ type Result struct {
 	MembershipChanges int
 	// ExitsOnFullDisk counts agents that exited while their disk was full.
 	ExitsOnFullDisk int
-	Convergence     time.Duration
-	Violations      []string
+	// WipesSkipped counts wipes not made because the cluster was not
+	// whole: a second member without data could cost quorum for good.
+	WipesSkipped int
+	Convergence  time.Duration
+	Violations   []string
 }
 
 const (
@@ -85,6 +88,7 @@ type campaign struct {
 	// keptDir outlives the test: the logs and history of a violation.
 	keptDir string
 	obs     *observer
+	cli     *clientv3.Client // of every host's member, from the clients' namespace
 
 	mu       sync.Mutex
 	stopped  map[int]string // agents stopped by a fault (kill, pause), and how
@@ -122,6 +126,7 @@ func Run(t *testing.T, opts Options) Result {
 		cp.c.Start(n)
 	}
 	cli := cp.client(cp.allHosts())
+	cp.cli = cli
 	if d, err := cp.converge(cli); err != nil {
 		t.Fatalf("the first three hosts did not form a cluster: %v", err)
 	} else {
@@ -331,8 +336,8 @@ func (r Result) summary(opts Options) string {
 		}
 		fmt.Fprintf(&b, "%s %d", k, r.Faults[k])
 	}
-	fmt.Fprintf(&b, "), %d list changes, %d membership changes made by the agents, %d client operations checked (%d with an unknown outcome), converged %s after the faults stopped, %d agents exited on a full disk, %d violations",
-		r.ListChanges, r.MembershipChanges, r.Operations, r.Unknown, r.Convergence.Round(time.Millisecond), r.ExitsOnFullDisk, len(r.Violations))
+	fmt.Fprintf(&b, "), %d list changes, %d membership changes made by the agents, %d client operations checked (%d with an unknown outcome), converged %s after the faults stopped, %d agents exited on a full disk, %d wipes skipped, %d violations",
+		r.ListChanges, r.MembershipChanges, r.Operations, r.Unknown, r.Convergence.Round(time.Millisecond), r.ExitsOnFullDisk, r.WipesSkipped, len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "\n  violation: %s", v)
 	}

@@ -142,6 +142,14 @@ func (cp *campaign) fault(kind string) string {
 		cp.healNetwork()
 		return fmt.Sprintf("host %d loses %d%% of its packets for %s", n, p, d)
 	case "wipe":
+		// Only a whole cluster loses one member's data: wiped one after
+		// another before they rejoined, a majority's data would be gone,
+		// which no agent may repair by itself (it never bootstraps over a
+		// cluster that existed).
+		if err := cp.converged(cp.cli); err != nil {
+			cp.result.WipesSkipped++
+			return fmt.Sprintf("host %d not wiped: the cluster is not whole (%v)", n, err)
+		}
 		cp.setStopped(n, "killed")
 		cp.c.Agent(n).Kill()
 		what := cp.wipe(n)
