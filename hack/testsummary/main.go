@@ -25,6 +25,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"unicode/utf8"
 )
 
 func main() {
@@ -76,6 +77,9 @@ type event struct {
 	Test       string
 	Elapsed    float64
 	Output     string
+	// OutputType is "error" for the first line a t.Error or t.Fatal
+	// wrote and "error-continue" for the lines after it (Go 1.25 on).
+	OutputType string
 }
 
 // stream copies the output of one go test run, as plain go test would show
@@ -144,6 +148,10 @@ type run struct {
 	Tests    []result // top-level tests only
 	Failed   []string // failing tests, subtests included
 	Exit     int      // go test's exit status; -1 if unknown
+	// Errors holds what each failing test reported through t.Error and
+	// t.Fatal, keyed by the test's name, so that the report at the end of
+	// a CI log says why, not only what, failed.
+	Errors map[string][]string
 }
 
 type result struct {
@@ -189,12 +197,22 @@ func readExit(path string) int {
 
 // parse collects the verdicts of one run's event stream.
 func parse(name string, in io.Reader) (run, error) {
-	r := run{Name: name}
+	r := run{Name: name, Errors: map[string][]string{}}
+	// errs is what each test (of any package) reported as an error, kept
+	// until its verdict: only a failing test's errors are reported.
+	errs := map[string][]string{}
 	sc := bufio.NewScanner(in)
 	sc.Buffer(make([]byte, 0, 64<<10), 16<<20)
 	for sc.Scan() {
 		var e event
-		if json.Unmarshal(sc.Bytes(), &e) != nil || (e.Action != "pass" && e.Action != "fail") {
+		if json.Unmarshal(sc.Bytes(), &e) != nil {
+			continue
+		}
+		key := e.Package + " " + e.Test
+		if e.Action == "output" && e.Test != "" && strings.HasPrefix(e.OutputType, "error") {
+			errs[key] = append(errs[key], strings.TrimRight(e.Output, "\n"))
+		}
+		if e.Action != "pass" && e.Action != "fail" {
 			continue
 		}
 		failed := e.Action == "fail"
@@ -206,7 +224,9 @@ func parse(name string, in io.Reader) (run, error) {
 		}
 		if failed && e.Test != "" {
 			r.Failed = append(r.Failed, e.Test)
+			r.Errors[e.Test] = append(r.Errors[e.Test], errs[key]...)
 		}
+		delete(errs, key)
 	}
 	return r, sc.Err()
 }
@@ -257,12 +277,44 @@ func failures(r run) []string {
 	if len(r.Failed) > 0 {
 		lines = append(lines, "failing tests: "+strings.Join(r.Failed, " "))
 	}
+	for _, test := range r.Failed {
+		lines = append(lines, errorLines(test, r.Errors[test])...)
+	}
 	if len(lines) == 0 && r.Exit != 0 {
 		if r.Exit < 0 {
 			lines = append(lines, "go test's exit status is unknown (it did not finish?); see its output above")
 		} else {
 			lines = append(lines, fmt.Sprintf("go test exited %d without a failing package (see its output above)", r.Exit))
 		}
+	}
+	return lines
+}
+
+// A failing test's errors are shown in the report at most this many lines
+// each, and each line at most this long: enough to say why it failed, short
+// enough that the end of a CI log (which may be all a reader gets) holds it.
+const (
+	errorLinesShown = 6
+	errorLineWidth  = 300
+)
+
+// errorLines are what test reported as errors, trimmed for the report.
+func errorLines(test string, errs []string) []string {
+	var lines []string
+	for i, e := range errs {
+		if i == errorLinesShown {
+			lines = append(lines, fmt.Sprintf("%s: … and %d more lines", test, len(errs)-i))
+			break
+		}
+		e = strings.TrimSpace(e)
+		if len(e) > errorLineWidth {
+			cut := errorLineWidth
+			for !utf8.RuneStart(e[cut]) { // never half a character
+				cut--
+			}
+			e = e[:cut] + "…"
+		}
+		lines = append(lines, test+": "+e)
 	}
 	return lines
 }

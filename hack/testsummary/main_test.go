@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -86,11 +87,16 @@ func TestReportNamesTimesSlowestTestsAndFailures(t *testing.T) {
 		"   sim   ok      81.0s  example.com/sim\n",
 		"== the ten slowest tests\n      80.0s  TestSchedules  example.com/sim\n      30.0s  TestFails  example.com/a\n      12.5s  TestSlow  example.com/a\n       0.1s  TestB  example.com/b\n",
 		"   unit: FAIL example.com/c\n   unit: FAIL example.com/a\n   unit: failing tests: TestFails/sub TestFails\n",
+		// Why it failed, under what failed: the lines t.Error wrote.
+		"   unit: TestFails/sub: a_test.go:4: boom\n   unit: TestFails/sub: the reason, on a line of its own\n",
 		"   e2e: go test exited 2 without a failing package",
 	} {
 		if !strings.Contains(got, w) {
 			t.Errorf("report lacks %q:\n%s", w, got)
 		}
+	}
+	if strings.Contains(got, "slow log") {
+		t.Errorf("a passing test's log is among the failures:\n%s", got)
 	}
 	if strings.Contains(got, "sim:") {
 		t.Errorf("a passing run is named among the failures:\n%s", got)
@@ -102,6 +108,26 @@ func TestReportNamesTimesSlowestTestsAndFailures(t *testing.T) {
 	}
 	if !report(&out, runs) {
 		t.Error("a passing run reads as failed")
+	}
+}
+
+func TestErrorLinesAreTrimmedForTheEndOfALog(t *testing.T) {
+	tests := []struct {
+		name string
+		errs []string
+		want []string
+	}{
+		{"none", nil, nil},
+		{"indented", []string{"    x_test.go:9: violation: two clusters"}, []string{"T: x_test.go:9: violation: two clusters"}},
+		{"many", []string{"1", "2", "3", "4", "5", "6", "7", "8"}, []string{"T: 1", "T: 2", "T: 3", "T: 4", "T: 5", "T: 6", "T: … and 2 more lines"}},
+		{"long", []string{strings.Repeat("x", 400)}, []string{"T: " + strings.Repeat("x", 300) + "…"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := errorLines("T", tt.errs); !slices.Equal(got, tt.want) {
+				t.Errorf("errorLines = %q, want %q", got, tt.want)
+			}
+		})
 	}
 }
 
