@@ -1,6 +1,9 @@
 // Package eventually is the one wait-until of etcdlet's tests: a test
 // waits for a condition with a deadline, never for a guessed time, and
 // at the deadline fails saying what it waited for and what it last saw.
+// Within is the same wait for a caller that must not fail there (the
+// fault campaign records a violation and goes on, so that it keeps its
+// logs).
 package eventually
 
 import (
@@ -21,17 +24,25 @@ const interval = 20 * time.Millisecond
 // with cond's last error.
 func Nil(t T, within time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(within)
+	if _, err := Within(within, interval, cond); err != nil {
+		t.Fatalf("%s: not true within %s: %v", what, within, err)
+	}
+}
+
+// Within asks cond every so often until it returns nil, or until within
+// passed; it returns how long that took and, at the deadline, cond's last
+// error.
+func Within(within, every time.Duration, cond func() error) (time.Duration, error) {
+	start := time.Now()
 	for {
 		err := cond()
 		if err == nil {
-			return
+			return time.Since(start), nil
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not true within %s: %v", what, within, err)
-			return // for a T whose Fatalf returns
+		if time.Since(start) > within {
+			return time.Since(start), err
 		}
-		time.Sleep(interval)
+		time.Sleep(every)
 	}
 }
 

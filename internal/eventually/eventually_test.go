@@ -46,3 +46,20 @@ func TestTheDeadlineFailsWithWhatWasLastSeen(t *testing.T) {
 		t.Errorf("True failure %q", f.msg)
 	}
 }
+
+func TestWithinSaysHowLongAndNeverFails(t *testing.T) {
+	calls := 0
+	took, err := Within(time.Minute, time.Millisecond, func() error {
+		if calls++; calls < 3 {
+			return errors.New("not yet")
+		}
+		return nil
+	})
+	if err != nil || calls != 3 || took <= 0 {
+		t.Errorf("Within = %s, %v after %d calls; want success on the third", took, err, calls)
+	}
+	took, err = Within(30*time.Millisecond, time.Millisecond, func() error { return errors.New("no leader") })
+	if err == nil || err.Error() != "no leader" || took < 30*time.Millisecond {
+		t.Errorf("Within = %s, %v; want the last error, at the deadline", took, err)
+	}
+}
