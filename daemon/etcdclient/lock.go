@@ -60,7 +60,16 @@ const leaseMargin = time.Second
 // lease with no more than that left counts as lost (its keep-alive is not
 // getting through): the call would start with its time already up, and
 // fail as a timeout that says nothing of the cause.
+//
+// The deadline counts from before the confirmation was asked, not from its
+// answer: the lease was measured after that moment, so it lasts at least
+// until then plus what it said, however slow the answer came. A holder
+// paused (SIGSTOP, a stalled VM) after the confirmation wakes past the
+// deadline, and no call is sent on a context that is done: a paused holder
+// never acts on a lock another agent may hold by now
+// (TestAPausedHolderSendsNoCall).
 func UnderLock(ctx context.Context, lock Lock, call func(context.Context) error) error {
+	asked := time.Now()
 	left, err := lock.Remaining(ctx)
 	if err != nil {
 		return err
@@ -68,7 +77,7 @@ func UnderLock(ctx context.Context, lock Lock, call func(context.Context) error)
 	if left <= leaseMargin {
 		return fmt.Errorf("%w: its lease has %s left, too little for a call; its keep-alive is not getting through", ErrLockLost, left)
 	}
-	ctx, cancel := context.WithTimeout(ctx, left-leaseMargin)
+	ctx, cancel := context.WithDeadline(ctx, asked.Add(left-leaseMargin))
 	defer cancel()
 	return call(ctx)
 }
