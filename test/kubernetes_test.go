@@ -2,9 +2,7 @@ package test
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -18,8 +16,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -40,27 +36,7 @@ const (
 // shipped.
 func applyManifest(t *testing.T, env *envtest.Env, rel string) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(harness.RepoRoot(), rel))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	dec := utilyaml.NewYAMLOrJSONDecoder(f, 4096)
-	for {
-		obj := &unstructured.Unstructured{}
-		if err := dec.Decode(&obj.Object); err != nil {
-			if errors.Is(err, io.EOF) {
-				return
-			}
-			t.Fatalf("%s: %v", rel, err)
-		}
-		if len(obj.Object) == 0 {
-			continue
-		}
-		if err := env.Client.Create(t.Context(), obj); err != nil {
-			t.Fatalf("%s: create %s %s: %v", rel, obj.GetKind(), obj.GetName(), err)
-		}
-	}
+	env.Apply(t, filepath.Join(harness.RepoRoot(), rel))
 }
 
 // newEtcd is an Etcd in externally managed mode with the agents' addresses.

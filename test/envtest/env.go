@@ -9,10 +9,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
 )
 
 // Options selects what the control plane serves besides the built-in types.
@@ -59,6 +61,9 @@ const (
 func Start(t testing.TB, opts Options) *Env {
 	t.Helper()
 	begin := time.Now()
+	// controller-runtime's client logs nothing a test asserts; without a
+	// logger set it prints a stack trace on first use instead.
+	ctrllog.SetLogger(logr.Discard())
 
 	apiServerBin, etcdBin, err := binaries()
 	if err != nil {

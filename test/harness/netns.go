@@ -3,11 +3,13 @@ package harness
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
 	"runtime"
 	"strings"
+	"time"
 
 	"github.com/vishvananda/netns"
 )
@@ -62,34 +64,98 @@ func mustRun(t TB, argv ...string) {
 
 // DialInNetns dials from inside the network namespace name, so that a
 // client in this process reaches addresses only that namespace reaches.
-// The socket is made on a thread switched into the namespace and back: a
-// socket belongs to the namespace it was created in, whatever the thread
-// does afterwards.
 func DialInNetns(name string) func(ctx context.Context, network, addr string) (net.Conn, error) {
-	return func(ctx context.Context, network, addr string) (net.Conn, error) {
-		target, err := netns.GetFromName(name)
-		if err != nil {
-			return nil, fmt.Errorf("network namespace %s: %w", name, err)
-		}
-		defer target.Close()
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		orig, err := netns.Get()
-		if err != nil {
-			return nil, err
-		}
-		defer orig.Close()
-		if err := netns.Set(target); err != nil {
-			return nil, fmt.Errorf("enter network namespace %s: %w", name, err)
-		}
-		// Back before the thread is unlocked: a thread left in another
-		// namespace must never serve another goroutine.
-		defer func() {
-			if err := netns.Set(orig); err != nil {
-				panic(fmt.Sprintf("leave network namespace %s: %v", name, err))
-			}
-		}()
-		var d net.Dialer
-		return d.DialContext(ctx, network, addr)
+	return func(ctx context.Context, network, addr string) (conn net.Conn, err error) {
+		err = inNetns(name, func() error {
+			var d net.Dialer
+			conn, err = d.DialContext(ctx, network, addr)
+			return err
+		})
+		return conn, err
 	}
+}
+
+// ListenInNetns listens on addr inside the network namespace name.
+func ListenInNetns(name, network, addr string) (ln net.Listener, err error) {
+	err = inNetns(name, func() error {
+		ln, err = net.Listen(network, addr)
+		return err
+	})
+	return ln, err
+}
+
+// inNetns runs open, which makes a socket, on a thread switched into the
+// namespace name and back: a socket belongs to the namespace it was
+// created in, whatever the thread does afterwards.
+func inNetns(name string, open func() error) error {
+	target, err := netns.GetFromName(name)
+	if err != nil {
+		return fmt.Errorf("network namespace %s: %w", name, err)
+	}
+	defer target.Close()
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	orig, err := netns.Get()
+	if err != nil {
+		return err
+	}
+	defer orig.Close()
+	if err := netns.Set(target); err != nil {
+		return fmt.Errorf("enter network namespace %s: %w", name, err)
+	}
+	// Back before the thread is unlocked: a thread left in another
+	// namespace must never serve another goroutine.
+	defer func() {
+		if err := netns.Set(orig); err != nil {
+			panic(fmt.Sprintf("leave network namespace %s: %v", name, err))
+		}
+	}()
+	return open()
+}
+
+// ForwardFromNetns makes target, an address of this process's own
+// namespace (a server on the machine's loopback), reachable at addr
+// inside the network namespace name: every connection accepted there is
+// copied both ways to a connection to target. It stops after the test.
+func ForwardFromNetns(t TB, name, addr, target string) {
+	t.Helper()
+	ln, err := ListenInNetns(name, "tcp", addr)
+	if err != nil {
+		t.Fatalf("forward %s in %s to %s: %v", addr, name, target, err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			in, err := ln.Accept()
+			if err != nil {
+				return // closed after the test
+			}
+			go forward(in, target)
+		}
+	}()
+}
+
+// forward copies in to a new connection to target and back, until either
+// side closes; a target that does not answer closes in.
+func forward(in net.Conn, target string) {
+	defer in.Close()
+	out, err := net.DialTimeout("tcp", target, 5*time.Second)
+	if err != nil {
+		return
+	}
+	defer out.Close()
+	done := make(chan struct{}, 2)
+	copyHalf := func(dst, src net.Conn) {
+		_, _ = io.Copy(dst, src)
+		// The other way may still carry an answer: close only the
+		// writing half, as the other end asked.
+		if tc, ok := dst.(*net.TCPConn); ok {
+			_ = tc.CloseWrite()
+		}
+		done <- struct{}{}
+	}
+	go copyHalf(out, in)
+	go copyHalf(in, out)
+	<-done
+	<-done
 }
