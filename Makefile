@@ -74,14 +74,16 @@ sim:
 # A fault campaign against real agents (docs/development.md): five hosts in
 # network namespaces, clients checked for linearizability, faults and list
 # changes drawn from CAMPAIGN_SEED (a fresh one when 0) for
-# CAMPAIGN_DURATION, of the kinds CAMPAIGN_ONLY names (all when empty). A
-# violation prints the seed, the replay command and where the logs were
-# kept. As root.
+# CAMPAIGN_DURATION, of the kinds CAMPAIGN_ONLY names (all when empty), the
+# list read from CAMPAIGN_SOURCE (file or etcd-resource; drawn from the seed
+# when empty). A violation prints the seed, the replay command and where
+# the logs were kept. As root.
 CAMPAIGN_DURATION ?= 1h
 CAMPAIGN_SEED ?= 0
 CAMPAIGN_ONLY ?=
+CAMPAIGN_SOURCE ?=
 campaign:
-	$(GO) test -count=1 -timeout 0 ./test/campaign/ -run TestCampaign -campaign.duration=$(CAMPAIGN_DURATION) -campaign.seed=$(CAMPAIGN_SEED) -campaign.only=$(CAMPAIGN_ONLY) -campaign.faults=0 -v
+	$(ASSETS) && $(GO) test -count=1 -timeout 0 ./test/campaign/ -run TestCampaign -campaign.duration=$(CAMPAIGN_DURATION) -campaign.seed=$(CAMPAIGN_SEED) -campaign.only=$(CAMPAIGN_ONLY) -campaign.source=$(CAMPAIGN_SOURCE) -campaign.faults=0 -v
 
 demo: build
 	@hack/demo.sh $(BIN)

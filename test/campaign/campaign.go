@@ -24,6 +24,7 @@ import (
 	"github.com/anishathalye/porcupine"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
+	"github.com/etcdlet/etcdlet/internal/eventually"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
@@ -36,6 +37,11 @@ type Options struct {
 	MinFaults int
 	// Only, when set, limits the faults to these kinds (FaultKinds).
 	Only []string
+	// Source is where the agents read the list: SourceFile, a members
+	// file per host that a list change reaches host after host, or
+	// SourceResource, etcd-druid's Etcd on a kube-apiserver that restarts
+	// among the faults.
+	Source string
 	// Binary is the etcdlet binary the agents run.
 	Binary string
 	// Replay is the command line that replays this campaign, for the
@@ -53,11 +59,21 @@ type Result struct {
 	MembershipChanges int
 	// ExitsOnFullDisk counts agents that exited while their disk was full.
 	ExitsOnFullDisk int
+	// HoldersPaused counts agents stopped past the writer lock's lease
+	// while they held it.
+	HoldersPaused int
+	// MovedAsidePruned counts the moved-aside data dirs the campaign
+	// deleted, as an operator would, to keep the hosts' disks from
+	// filling up (pruneMovedAside).
+	MovedAsidePruned int
 	// WipesSkipped counts wipes not made because the cluster was not
 	// whole: a second member without data could cost quorum for good.
 	WipesSkipped int
-	Convergence  time.Duration
-	Violations   []string
+	// LongestQuorumLoss is the longest a quorum read failed after a
+	// fault healed.
+	LongestQuorumLoss time.Duration
+	Convergence       time.Duration
+	Violations        []string
 }
 
 const (
@@ -89,6 +105,7 @@ type campaign struct {
 	keptDir string
 	obs     *observer
 	cli     *clientv3.Client // of every host's member, from the clients' namespace
+	kube    *kube            // with SourceResource
 
 	mu       sync.Mutex
 	stopped  map[int]string // agents stopped by a fault (kill, pause), and how
@@ -111,16 +128,21 @@ func Run(t *testing.T, opts Options) Result {
 	for n := 1; n <= hosts; n++ {
 		mountDisk(t, filepath.Join(dir, fmt.Sprintf("n%d", n)))
 	}
+	cp.list = []int{1, 2, 3}
+	var kubernetes string
+	if opts.Source == SourceResource {
+		cp.kube, kubernetes = cp.startKube(t.TempDir(), cp.list)
+	}
 	cp.c = harness.NewCluster(t, opts.Binary, dir, harness.Options{
 		Addr:        hostAddr,
 		Ports:       &harness.Ports{Client: 2379, Peer: 2380, Metrics: 2381, Agent: 9479, AgentPeer: 2382},
 		OwnLists:    true,
 		AgentConfig: fmt.Sprintf("  lockTTL: %s\n", lockTTL),
+		Extra:       kubernetes,
 		Wrap: func(n int, argv []string) []string {
 			return append([]string{"ip", "netns", "exec", cp.ns(n)}, argv...)
 		},
 	})
-	cp.list = []int{1, 2, 3}
 	cp.c.WriteMembers(cp.list...)
 	for n := 1; n <= hosts; n++ {
 		cp.c.Start(n)
@@ -131,6 +153,10 @@ func Run(t *testing.T, opts Options) Result {
 		t.Fatalf("the first three hosts did not form a cluster: %v", err)
 	} else {
 		t.Logf("campaign seed %d: three hosts formed a cluster in %s", opts.Seed, d.Round(time.Millisecond))
+	}
+	if cp.kube != nil {
+		cp.switchToResource()
+		t.Logf("every agent reads the list from the Etcd %s now", cp.kube.key)
 	}
 
 	hist := newHistory()
@@ -216,15 +242,7 @@ func (cp *campaign) allHosts() []int { return []int{1, 2, 3, 4, 5} }
 // converge waits until the members are the listed hosts, all voters, and
 // every one answers with one leader and one cluster ID.
 func (cp *campaign) converge(cli *clientv3.Client) (time.Duration, error) {
-	start := time.Now()
-	var last error
-	for time.Since(start) < convergeWithin {
-		if last = cp.converged(cli); last == nil {
-			return time.Since(start), nil
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	return time.Since(start), last
+	return eventually.Within(convergeWithin, 200*time.Millisecond, func() error { return cp.converged(cli) })
 }
 
 func (cp *campaign) converged(cli *clientv3.Client) error {
@@ -329,15 +347,15 @@ func (r Result) summary(opts Options) string {
 	for _, k := range kinds {
 		total += r.Faults[k]
 	}
-	fmt.Fprintf(&b, "campaign seed %d: %d faults (", opts.Seed, total)
+	fmt.Fprintf(&b, "campaign seed %d, the list from the %s: %d faults (", opts.Seed, map[string]string{SourceFile: "members files", SourceResource: "Etcd resource"}[opts.Source], total)
 	for i, k := range kinds {
 		if i > 0 {
 			b.WriteString(", ")
 		}
 		fmt.Fprintf(&b, "%s %d", k, r.Faults[k])
 	}
-	fmt.Fprintf(&b, "), %d list changes, %d membership changes made by the agents, %d client operations checked (%d with an unknown outcome), converged %s after the faults stopped, %d agents exited on a full disk, %d wipes skipped, %d violations",
-		r.ListChanges, r.MembershipChanges, r.Operations, r.Unknown, r.Convergence.Round(time.Millisecond), r.ExitsOnFullDisk, r.WipesSkipped, len(r.Violations))
+	fmt.Fprintf(&b, "), %d list changes, %d membership changes made by the agents, %d client operations checked (%d with an unknown outcome), quorum back at most %s after a fault healed, converged %s after the faults stopped, %d writer-lock holders paused past their lease, %d agents exited on a full disk, %d moved-aside data dirs pruned, %d wipes skipped, %d violations",
+		r.ListChanges, r.MembershipChanges, r.Operations, r.Unknown, r.LongestQuorumLoss.Round(time.Millisecond), r.Convergence.Round(time.Millisecond), r.HoldersPaused, r.ExitsOnFullDisk, r.MovedAsidePruned, r.WipesSkipped, len(r.Violations))
 	for _, v := range r.Violations {
 		fmt.Fprintf(&b, "\n  violation: %s", v)
 	}

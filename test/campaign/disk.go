@@ -6,6 +6,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -51,4 +53,44 @@ func fill(dir string) (string, error) {
 			return path, fmt.Errorf("fill %s: %w", dir, err)
 		}
 	}
+}
+
+// pruneAbove is the share of a host's disk in use past which the campaign,
+// as an operator would, deletes the data dirs etcdlet moved aside there,
+// oldest first. etcdlet keeps every one (it never deletes data), each
+// holds etcd's preallocated 64 MB log, and a campaign moves many aside.
+const pruneAbove = 0.5
+
+// pruneMovedAside deletes host n's moved-aside data dirs, oldest first,
+// while its disk is more than pruneAbove full; the journal forgets them,
+// for the operator deleted them, not etcdlet. It returns how many went.
+func (cp *campaign) pruneMovedAside(n int) int {
+	dataDir := cp.c.DataDir(n)
+	disk := filepath.Dir(dataDir)
+	var moved []string
+	for _, pattern := range []string{dataDir + ".etcdlet-moved-*", filepath.Join(dataDir, "etcdlet-moved-*")} {
+		m, _ := filepath.Glob(pattern)
+		moved = append(moved, m...)
+	}
+	// The names end in their UTC time, so their order is their age within
+	// each pattern; a mount point's dirs (inside) are rare enough here.
+	slices.SortFunc(moved, func(a, b string) int { return strings.Compare(filepath.Base(a), filepath.Base(b)) })
+	pruned := 0
+	for _, dir := range moved {
+		if used(disk) <= pruneAbove {
+			break
+		}
+		cp.obs.wipe(dir, func() { cp.must(os.RemoveAll(dir)) })
+		pruned++
+	}
+	return pruned
+}
+
+// used is the share of the filesystem holding dir that is in use.
+func used(dir string) float64 {
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(dir, &st); err != nil || st.Blocks == 0 {
+		return 0
+	}
+	return 1 - float64(st.Bavail)/float64(st.Blocks)
 }

@@ -1,12 +1,17 @@
 package campaign
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 	"syscall"
 	"time"
+
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 // The kinds of fault, with their weights in the schedule.
@@ -14,19 +19,21 @@ var faultKinds = []struct {
 	name   string
 	weight int
 }{
-	{"kill", 18},       // kill -9 of an agent and its member, restarted after a while
-	{"pause", 14},      // SIGSTOP, sometimes past the writer lock's lease, then SIGCONT
-	{"isolate", 10},    // one host cut from every other, clients included
-	{"split", 10},      // a minority and a majority of the hosts cut from each other
-	{"asymmetric", 8},  // a host's packets to one other host dropped, the other way open
-	{"loss", 10},       // a host loses a share of its packets
-	{"wipe", 6},        // a host's data dir deleted or emptied while it is down
-	{"full", 6},        // a host's disk full
-	{"list-add", 8},    // a host added to the list, reaching the hosts one after another
-	{"list-remove", 8}, // a listed host removed the same way
+	{"kill", 18},        // kill -9 of an agent and its member, restarted after a while
+	{"pause", 14},       // SIGSTOP, sometimes past the writer lock's lease, then SIGCONT
+	{"pause-holder", 6}, // a list change, and the agent that takes the writer lock for it stopped past its lease
+	{"isolate", 10},     // one host cut from every other, clients included
+	{"split", 10},       // a minority and a majority of the hosts cut from each other
+	{"asymmetric", 8},   // a host's packets to one other host dropped, the other way open
+	{"loss", 10},        // a host loses a share of its packets
+	{"wipe", 6},         // a host's data dir deleted or emptied while it is down
+	{"full", 6},         // a host's disk full
+	{"list-add", 8},     // a host added to the list, reaching the hosts one after another
+	{"list-remove", 8},  // a listed host removed the same way
 	{"list-replace", 6},
 	{"list-flap", 4}, // a host added and removed again before the change settled
 	{"list-refuse", 4},
+	{"apiserver", 8}, // the API server serving the Etcd stopped, then started (SourceResource only)
 }
 
 // pick draws the next fault's kind, among Options.Only when set.
@@ -51,6 +58,12 @@ func (cp *campaign) pick() string {
 }
 
 func (cp *campaign) allowed(kind string) bool {
+	// The Etcd's list is only grown or edited in place: druid's rules
+	// refuse a shorter one (kube.go). Its API server is a fault only
+	// when it serves the list.
+	if kind == "apiserver" && cp.kube == nil || kind == "list-remove" && cp.kube != nil {
+		return false
+	}
 	return len(cp.opts.Only) == 0 || slices.Contains(cp.opts.Only, kind)
 }
 
@@ -69,17 +82,46 @@ func (cp *campaign) hold() time.Duration {
 }
 
 // inject runs faults one after another until the duration is over and at
-// least MinFaults ran; every fault is healed before the next.
+// least MinFaults ran; every fault is healed before the next. After each,
+// the cluster must answer a quorum read again within quorumAfterHeal: one
+// fault at a time takes at most one host, or a minority of the five, and
+// once it healed every host runs and reaches every other, so a cluster
+// without quorum then lost it through a membership that etcdlet changed
+// (or data it lost). That ends the injection, for every fault after it
+// would only pile onto the loss.
 func (cp *campaign) inject() {
 	start := time.Now()
 	for n := 0; time.Since(start) < cp.opts.Duration || n < cp.opts.MinFaults; n++ {
+		for h := 1; h <= hosts; h++ {
+			cp.result.MovedAsidePruned += cp.pruneMovedAside(h)
+		}
 		kind := cp.pick()
 		cp.result.Faults[kind]++
 		began := time.Now()
 		what := cp.fault(kind)
-		cp.t.Logf("%9s fault %3d %-12s %s (%s in all)", began.Sub(start).Round(time.Millisecond), n+1, kind, what, time.Since(began).Round(time.Millisecond))
+		took, err := eventually.Within(quorumAfterHeal, 100*time.Millisecond, cp.quorumRead)
+		cp.t.Logf("%9s fault %3d %-12s %s (%s in all, quorum %s after)", began.Sub(start).Round(time.Millisecond), n+1, kind, what,
+			time.Since(began).Round(time.Millisecond), took.Round(time.Millisecond))
+		if err != nil {
+			cp.violation(fmt.Sprintf("no quorum read %s after fault %d (%s: %s) healed: %v", quorumAfterHeal, n+1, kind, what, err))
+			return
+		}
+		cp.result.LongestQuorumLoss = max(cp.result.LongestQuorumLoss, took)
 		time.Sleep(time.Duration(cp.rng.IntN(1000)) * time.Millisecond)
 	}
+}
+
+// quorumAfterHeal is how long the cluster may take to answer a quorum
+// read once a fault healed: an election, a restarted member's replay.
+const quorumAfterHeal = 30 * time.Second
+
+// quorumRead is a linearizable read through any member: it succeeds only
+// while a quorum of the voters answers.
+func (cp *campaign) quorumRead() error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	_, err := cp.cli.Get(ctx, keyPrefix+"quorum")
+	return err
 }
 
 // fault injects one fault of kind, holds it and heals it; it says what it
@@ -159,9 +201,81 @@ func (cp *campaign) fault(kind string) string {
 		return fmt.Sprintf("host %d down for %s, its data dir %s", n, d, what)
 	case "full":
 		return cp.fullDisk(n, d)
+	case "pause-holder":
+		return cp.pauseHolder()
+	case "apiserver":
+		cp.kube.restartAPIServer(cp.t, d)
+		return fmt.Sprintf("the API server stopped for %s", d)
 	default:
 		return cp.listChange(kind)
 	}
+}
+
+// pauseHolder changes the list so that an agent takes the writer lock to
+// act on it, and stops that agent (SIGSTOP) the moment the lock is seen
+// held, past the lock's lease: Jepsen's case of a holder that wakes up
+// believing it still holds the lock while another agent took it. The
+// call it was about to make is never sent (TestAPausedHolderSendsNoCall,
+// daemon/etcdclient); here the whole campaign's invariants must hold
+// around it.
+func (cp *campaign) pauseHolder() string {
+	listed := slices.Clone(cp.list)
+	var unlisted []int
+	for n := 1; n <= hosts; n++ {
+		if !slices.Contains(listed, n) {
+			unlisted = append(unlisted, n)
+		}
+	}
+	var change []int
+	switch {
+	case len(unlisted) > 1 || len(unlisted) == 1 && cp.kube == nil:
+		change = append(listed, unlisted[cp.rng.IntN(len(unlisted))])
+	case len(unlisted) == 1: // the Etcd's list never shrinks: a replacement
+		change = append(without(listed, listed[cp.rng.IntN(len(listed))]), unlisted[0])
+	default:
+		change = without(listed, listed[cp.rng.IntN(len(listed))])
+	}
+	cp.rollout(change, false)
+	n, err := cp.lockHolder(10 * time.Second)
+	if err != nil {
+		return fmt.Sprintf("list %v; no agent was seen holding the writer lock: %v", cp.list, err)
+	}
+	d := lockTTL + 2*time.Second + time.Duration(cp.rng.IntN(2000))*time.Millisecond
+	cp.setStopped(n, "paused")
+	cp.signal(n, syscall.SIGSTOP)
+	time.Sleep(d)
+	cp.signal(n, syscall.SIGCONT)
+	cp.setStopped(n, "")
+	cp.result.HoldersPaused++
+	return fmt.Sprintf("list %v; host %d, holding the writer lock for it, paused for %s", cp.list, n, d)
+}
+
+// lockHolder waits until an agent holds the writer lock and says which.
+func (cp *campaign) lockHolder(within time.Duration) (int, error) {
+	var holder int
+	_, err := eventually.Within(within, 10*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+		defer cancel()
+		id, err := etcdclient.ClusterIDOf(ctx, cp.cli)
+		if err != nil {
+			return err
+		}
+		st, err := etcdclient.ReadLock(ctx, cp.cli, etcdclient.WriterLockKey(id))
+		if err != nil {
+			return err
+		}
+		if !st.Held || st.Holder == nil {
+			return errors.New("the writer lock is free")
+		}
+		for n := 1; n <= hosts; n++ {
+			if cp.c.Agent(n).PID() == st.Holder.PID {
+				holder = n
+				return nil
+			}
+		}
+		return fmt.Errorf("the writer lock's holder %s (pid %d) is no host's agent", st.Holder.Holder, st.Holder.PID)
+	})
+	return holder, err
 }
 
 // fullDisk fills host n's disk for d, then frees it. An agent whose
@@ -234,6 +348,11 @@ func (cp *campaign) listChange(kind string) string {
 		if !ok {
 			return "every host is listed already"
 		}
+		if cp.kube != nil && len(unlisted) == 1 {
+			// The Etcd's list never shrinks: the last host is kept
+			// unlisted, so that a replacement has a host to bring in.
+			return "four hosts are listed in the Etcd, the fifth kept for replacements"
+		}
 		cp.rollout(append(listed, n), true)
 		return fmt.Sprintf("host %d added: %v", n, cp.list)
 	case "list-remove":
@@ -256,27 +375,50 @@ func (cp *campaign) listChange(kind string) string {
 		if !ok {
 			return "every host is listed: none flapped"
 		}
-		cp.rollout(append(listed, n), true)
+		changed := append(slices.Clone(listed), n)
+		what := fmt.Sprintf("host %d added and removed again: %v", n, listed)
+		if cp.kube != nil {
+			// A shorter list is refused: the Etcd flaps by a replacement
+			// taken back.
+			out, _ := remove(0)
+			changed = append(without(listed, out), n)
+			what = fmt.Sprintf("host %d replaced by host %d and back again: %v", out, n, listed)
+		}
+		cp.rollout(changed, true)
 		time.Sleep(time.Duration(cp.rng.IntN(2000)) * time.Millisecond)
 		cp.rollout(listed, true)
-		return fmt.Sprintf("host %d added and removed again: %v", n, cp.list)
+		return what
 	case "list-refuse":
 		// A list every agent must refuse (an address twice): the last good
 		// one stays in force.
-		cp.c.WriteMembersRawOn(cp.allHosts(), hostAddr(listed[0])+"\n"+hostAddr(listed[0])+"\n")
+		twice := hostAddr(listed[0])
+		what := "a list with an address twice written and refused, then the good one again"
+		if cp.kube != nil {
+			if err := cp.kube.setList([]string{twice, twice}); err != nil {
+				what = fmt.Sprintf("a list with an address twice refused by the API server (%v)", err)
+			}
+		} else {
+			cp.c.WriteMembersRawOn(cp.allHosts(), twice+"\n"+twice+"\n")
+		}
 		time.Sleep(cp.hold())
 		cp.rollout(listed, false)
-		return "a list with an address twice written and refused, then the good one again"
+		return what
 	}
 	panic("unknown fault " + kind)
 }
 
 // rollout writes list to every host, with lag one host after another,
-// in a random order, up to a second apart; without lag all at once.
+// in a random order, up to a second apart; without lag all at once. With
+// SourceResource it writes the Etcd, which every agent watches: the watch
+// events reach the hosts when they do.
 func (cp *campaign) rollout(list []int, lag bool) {
 	slices.Sort(list)
 	cp.list = list
 	cp.result.ListChanges++
+	if cp.kube != nil {
+		cp.must(cp.kube.setList(addrs(list)))
+		return
+	}
 	if !lag {
 		cp.c.WriteMembers(list...)
 		return

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 
+	"github.com/etcdlet/etcdlet/internal/eventually"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
@@ -222,22 +223,18 @@ func watch(ctx context.Context, cli *clientv3.Client) *watcher {
 // caughtUp waits until the watch delivered an event at revision rev or
 // later, or timeout passed.
 func (w *watcher) caughtUp(rev int64, timeout time.Duration) bool {
-	deadline := time.Now().Add(timeout)
-	for time.Now().Before(deadline) {
+	_, err := eventually.Within(timeout, 50*time.Millisecond, func() error {
 		w.mu.Lock()
-		n := len(w.events)
-		last := int64(0)
-		if n > 0 {
-			last = w.events[n-1].Revision
+		defer w.mu.Unlock()
+		if n := len(w.events); n == 0 || w.events[n-1].Revision < rev {
+			return errBehind
 		}
-		w.mu.Unlock()
-		if last >= rev {
-			return true
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	return false
+		return nil
+	})
+	return err == nil
 }
+
+var errBehind = errors.New("the watch has not delivered the revision yet")
 
 func (w *watcher) problem(p string) {
 	w.mu.Lock()
