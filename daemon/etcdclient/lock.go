@@ -353,10 +353,14 @@ func RefusesWrites(err error) bool {
 
 // LeaderLock stands in for the writer lock while the cluster takes no
 // writes (an alarm): only the agent whose member leads may act, and it
-// confirms before every call that its member still leads. Leadership is
-// unique per raft term, and etcd applies membership changes one at a time,
-// each checked against quorum (strict reconfiguration), so a brief overlap
-// at a leader change cannot cost quorum either.
+// confirms before every call that its member still leads and that an
+// alarm is still raised. Leadership is unique per raft term, and etcd
+// applies membership changes one at a time, each checked against quorum
+// (strict reconfiguration), so a brief overlap at a leader change cannot
+// cost quorum either. Once the last alarm is cleared the writer lock can
+// be taken again, and an agent may hold it: the leader's stand-in ends
+// there, or there would be two writers (the simulator found a retry of
+// the leader's disarm, made after the alarm it cleared was gone).
 type LeaderLock struct {
 	Cluster  Cluster
 	Endpoint string // the local member's client URL
@@ -365,7 +369,7 @@ type LeaderLock struct {
 	Hold time.Duration
 }
 
-// Remaining confirms that the local member leads.
+// Remaining confirms that the local member leads and an alarm is raised.
 func (l LeaderLock) Remaining(ctx context.Context) (time.Duration, error) {
 	s, err := l.Cluster.Status(ctx, l.Endpoint)
 	if err != nil {
@@ -373,6 +377,9 @@ func (l LeaderLock) Remaining(ctx context.Context) (time.Duration, error) {
 	}
 	if s.Leader != l.MemberID {
 		return 0, fmt.Errorf("%w: the local member no longer leads", ErrLockLost)
+	}
+	if !slices.ContainsFunc(s.Errors, func(e string) bool { _, ok := ParseAlarm(e); return ok }) {
+		return 0, fmt.Errorf("%w: no alarm is raised any more: the cluster takes writes, and the writer lock is to be taken", ErrLockLost)
 	}
 	return l.Hold, nil
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	"go.etcd.io/etcd/api/v3/mvccpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 
@@ -185,4 +186,44 @@ func heldLock(t *testing.T, holder string) ([]*etcdtest.Member, etcdclient.Lock)
 		t.Fatal(err)
 	}
 	return members, lock
+}
+
+// statusOnly answers Status with a fixed response; LeaderLock calls
+// nothing else.
+type statusOnly struct {
+	etcdclient.Cluster
+	resp *pb.StatusResponse
+	err  error
+}
+
+func (s statusOnly) Status(context.Context, string) (*pb.StatusResponse, error) { return s.resp, s.err }
+
+// The leading member's agent stands in for the writer lock only while an
+// alarm keeps the lock from being taken: once the alarm is cleared,
+// another agent may take the lock, and the leader's stand-in must end.
+func TestTheLeaderStandsInOnlyWhileAnAlarmIsRaised(t *testing.T) {
+	alarm := (&pb.AlarmMember{MemberID: 7, Alarm: pb.AlarmType_NOSPACE}).String()
+	for _, tc := range []struct {
+		name string
+		resp *pb.StatusResponse
+		err  error
+		want string // "" when the lock holds
+	}{
+		{"leads under an alarm", &pb.StatusResponse{Leader: 1, Errors: []string{alarm}}, nil, ""},
+		{"leads, no alarm any more", &pb.StatusResponse{Leader: 1}, nil, "no alarm is raised any more"},
+		{"leads, no leader's error only", &pb.StatusResponse{Leader: 1, Errors: []string{"etcdserver: no leader"}}, nil, "no alarm is raised any more"},
+		{"another leads", &pb.StatusResponse{Leader: 2, Errors: []string{alarm}}, nil, "no longer leads"},
+		{"no answer", nil, errors.New("connection refused"), "confirm the local member leads"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			lock := etcdclient.LeaderLock{Cluster: statusOnly{resp: tc.resp, err: tc.err}, MemberID: 1, Hold: 3 * time.Second}
+			left, err := lock.Remaining(context.Background())
+			switch {
+			case tc.want == "" && (err != nil || left != 3*time.Second):
+				t.Errorf("Remaining = %s, %v; want the hold, 3s", left, err)
+			case tc.want != "" && (!errors.Is(err, etcdclient.ErrLockLost) || !strings.Contains(err.Error(), tc.want)):
+				t.Errorf("Remaining = %s, %v; want ErrLockLost saying %q", left, err, tc.want)
+			}
+		})
+	}
 }

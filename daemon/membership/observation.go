@@ -12,9 +12,10 @@ package membership
 
 import (
 	"fmt"
-	"regexp"
 	"slices"
 	"strconv"
+
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 )
 
 // Member is one etcd member as observed, with its health.
@@ -63,31 +64,6 @@ func (m Member) InRaft() bool { return m.Health.Reachable && m.Health.Problem ==
 // Healthy means the member is in raft and raised no alarm.
 func (m Member) Healthy() bool { return m.InRaft() && len(m.Health.Alarms) == 0 }
 
-// Alarm is an alarm one member raised; etcd keeps them cluster-wide and
-// every member reports all of them.
-type Alarm struct {
-	MemberID uint64
-	Type     string
-}
-
-// The text form's spacing is not fixed (protobuf varies it on purpose).
-var alarmPattern = regexp.MustCompile(`^\s*memberID:\s*(\d+)\s+alarm:\s*([A-Z_]+)\s*$`)
-
-// ParseAlarm reads an alarm from a Status answer's errors, where etcd
-// writes each as its AlarmMember's text form ("memberID:<decimal>
-// alarm:NOSPACE").
-func ParseAlarm(s string) (Alarm, bool) {
-	m := alarmPattern.FindStringSubmatch(s)
-	if m == nil {
-		return Alarm{}, false
-	}
-	id, err := strconv.ParseUint(m[1], 10, 64)
-	if err != nil {
-		return Alarm{}, false
-	}
-	return Alarm{MemberID: id, Type: m[2]}, true
-}
-
 // Started means the member has published its name and client URLs, which
 // etcd does once its server runs. An unstarted member was added (or listed
 // at bootstrap) but its process has not joined yet.
@@ -109,7 +85,7 @@ type Observation struct {
 	// Foreign lists endpoints that answered for another cluster.
 	Foreign []Foreign
 	// Alarms are the cluster's alarms, each with the member that raised it.
-	Alarms []Alarm
+	Alarms []etcdclient.Alarm
 	// Stale lists member IDs that this node's agent knows are its own
 	// earlier incarnation with lost data: they can never become healthy
 	// again and must be removed before the node rejoins as a learner.

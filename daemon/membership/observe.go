@@ -260,7 +260,7 @@ func (o *Observation) attributeAlarms(statuses []*pb.StatusResponse) {
 			continue
 		}
 		for _, e := range s.Errors {
-			if a, ok := ParseAlarm(e); ok {
+			if a, ok := etcdclient.ParseAlarm(e); ok {
 				if !slices.Contains(o.Alarms, a) {
 					o.Alarms = append(o.Alarms, a)
 				}
@@ -311,7 +311,7 @@ func StatusHealth(s *pb.StatusResponse, clusterID, memberID uint64, endpoint str
 		RaftAppliedIndex: s.RaftAppliedIndex, DBSize: s.DbSize, Version: s.Version}
 	var other []string
 	for _, e := range s.Errors {
-		if _, alarm := ParseAlarm(e); !alarm && e != "etcdserver: no leader" {
+		if _, alarm := etcdclient.ParseAlarm(e); !alarm && e != "etcdserver: no leader" {
 			other = append(other, e)
 		}
 	}

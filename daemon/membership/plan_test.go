@@ -5,8 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
-
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 )
 
@@ -234,7 +233,7 @@ func TestMakePlan(t *testing.T) {
 			obs: func() Observation {
 				o := obs(1, member("192.0.2.1", 1, func(m *Member) { m.Health.Alarms = []string{"NOSPACE"} }),
 					member("192.0.2.2", 2), member("192.0.2.3", 3))
-				o.Alarms = []Alarm{{MemberID: 1, Type: "NOSPACE"}}
+				o.Alarms = []etcdclient.Alarm{{MemberID: 1, Type: "NOSPACE"}}
 				return o
 			}(),
 			want: "add etcd-main-192.0.2.4",
@@ -244,7 +243,7 @@ func TestMakePlan(t *testing.T) {
 			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.3"),
 			obs: func() Observation {
 				o := obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2), member("192.0.2.3", 3))
-				o.Alarms = []Alarm{{MemberID: 9, Type: "CORRUPT"}}
+				o.Alarms = []etcdclient.Alarm{{MemberID: 9, Type: "CORRUPT"}}
 				return o
 			}(),
 			want: "disarm the CORRUPT alarm of member 9",
@@ -345,25 +344,5 @@ func TestMatchNeverByPosition(t *testing.T) {
 	}
 	if len(m.Extra) != 1 || m.Extra[0].ID != 9 {
 		t.Errorf("extra = %+v", m.Extra)
-	}
-}
-
-func TestParseAlarm(t *testing.T) {
-	// The text etcd writes into a Status answer's errors for each alarm:
-	// its AlarmMember's String().
-	for _, tt := range []struct {
-		in   string
-		want Alarm
-		ok   bool
-	}{
-		{(&pb.AlarmMember{MemberID: 0x3452d601672a65c4, Alarm: pb.AlarmType_NOSPACE}).String(), Alarm{MemberID: 0x3452d601672a65c4, Type: "NOSPACE"}, true},
-		{(&pb.AlarmMember{MemberID: 1, Alarm: pb.AlarmType_CORRUPT}).String(), Alarm{MemberID: 1, Type: "CORRUPT"}, true},
-		{"etcdserver: no leader", Alarm{}, false},
-		{"memberID:x alarm:NOSPACE", Alarm{}, false},
-	} {
-		got, ok := ParseAlarm(tt.in)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("ParseAlarm(%q) = %+v, %v; want %+v, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
 	}
 }
