@@ -14,9 +14,15 @@ func (s *scheduler) step() {
 	w := s.w
 	w.now = w.now.Add(time.Duration(w.rng.IntN(1500)) * time.Millisecond)
 	w.settle()
-	if len(s.actors) > 0 && w.rng.IntN(100) < 3 {
-		s.event("founder's disk lost")
-		s.loseFounderDisk()
+	if w.rng.IntN(100) < 3 {
+		// The founder's, when an operator's act was made: it must never
+		// found again; else any host's, as the fault campaign's wipe.
+		s.event("disk lost")
+		if len(s.actors) > 0 {
+			s.loseDisk(s.actors[w.rng.IntN(len(s.actors))])
+		} else {
+			s.loseDisk(s.pickHost())
+		}
 		return
 	}
 	switch r := w.rng.IntN(100); {
@@ -191,13 +197,15 @@ func (s *scheduler) mainCluster() *cluster {
 // side effect, or the list change on its host while it holds the lock.
 func (s *scheduler) armFault() {
 	w := s.w
-	switch w.rng.IntN(4) {
+	switch w.rng.IntN(5) {
 	case 0:
 		w.armed.failBefore = true
 	case 1:
 		w.armed.loseReply = true
 	case 2:
 		w.armed.listChanges = true
+	case 3:
+		w.armed.pauseUnderLock = true
 	default:
 		w.armed.crashAfter = true
 	}
@@ -251,15 +259,15 @@ func sharesAny(a, b []netip.Addr) bool {
 	return false
 }
 
-// loseFounderDisk destroys the data dir of a host the operator's act was
-// made on (explicit mode), while its cluster keeps the data of a quorum of
-// voters elsewhere: the host must rejoin that cluster, and never found a
-// second one, neither on cluster.founder nor on the approval it used.
-// Half the time the state dir is lost with it (a replaced disk): the host
-// is then fresh, and only the other nodes' answers keep it from founding.
-func (s *scheduler) loseFounderDisk() {
+// loseDisk destroys h's data dir while its cluster keeps the data of a
+// quorum of voters elsewhere: the host must rejoin that cluster (its
+// member, stale now, removed and added again). A host the operator's act
+// was made on (explicit mode) must never found a second cluster, neither
+// on cluster.founder nor on the approval it used. Half the time the state
+// dir is lost with it (a replaced disk): the host is then fresh, and only
+// the other nodes' answers keep it from founding.
+func (s *scheduler) loseDisk(h *host) {
 	w := s.w
-	h := s.actors[w.rng.IntN(len(s.actors))]
 	c := s.mainCluster()
 	if c == nil || h.data.wal == nil || h.data.wal.c != c {
 		return

@@ -422,4 +422,10 @@ func (w *world) checkCallInto(from *host, c *cluster, what string) {
 	if id := from.data.wal; id != nil && id.c != c {
 		w.fail("%s: %s sent into cluster %d, but its data belongs to cluster %d", from.name(), what, c.inst, id.c.inst)
 	}
+	// One writer at a time: the holder of the cluster's writer lock, its
+	// lease alive; or, while an alarm refuses writes (no lock can be
+	// taken), the leading member's agent alone.
+	if l := c.lock; len(c.alarms) == 0 && (l == nil || l.host != from.idx || l.gen != from.gen || !w.now.Before(l.expires)) {
+		w.fail("%s: %s sent into cluster %d without holding its writer lock", from.name(), what, c.inst)
+	}
 }

@@ -165,6 +165,13 @@ func (m *modelLock) held() bool {
 
 func (m *modelLock) Remaining(context.Context) (time.Duration, error) {
 	m.l.mu.Lock()
+	pause := m.l.w.armed.pauseUnderLock && m.l.w.onPause != nil
+	m.l.w.armed.pauseUnderLock = false
+	m.l.mu.Unlock()
+	if pause {
+		m.l.w.onPause(m.l.h) // the others pass meanwhile, taking the model's lock in turn
+	}
+	m.l.mu.Lock()
 	defer m.l.mu.Unlock()
 	if !m.held() || !m.l.w.quorate(m.c, m.l.h) {
 		return 0, fmt.Errorf("%w: in the model", etcdclient.ErrLockLost)

@@ -80,6 +80,7 @@ func Run(seed uint64, opts Options) (res Result) {
 		s.changeList()
 		h.list = slices.Clone(s.current())
 	}
+	w.onPause = s.pauseUnderLock
 	s.setUp()
 	for step := 0; step < opts.Steps && len(w.failures) == 0; step++ {
 		if s.mode == config.BootstrapExplicit && !s.existing && s.founder == nil && step == s.approveAt && w.adds == 0 {
@@ -330,10 +331,40 @@ func (s *scheduler) crashAgent(h *host, why string) {
 	}
 }
 
+// pauseUnderLock stops h's agent where it confirms its writer lock, for
+// longer than the lock's lease (Jepsen found etcd's locks unsafe under
+// such pauses): its lease is not kept alive, its embedded member stops
+// with it, and one to three passes of other agents run meanwhile, which
+// may take the lock and change the membership. Then h goes on with the
+// pass it planned before the pause: its confirmation must find the lock
+// lost, and checkCallInto fails any call made without it.
+func (s *scheduler) pauseUnderLock(h *host) {
+	w := s.w
+	s.event("agent paused under the lock")
+	w.note("%s: agent paused as it confirms the writer lock (fault)", h.name())
+	h.paused = true
+	isolated := h.isolated
+	if !h.static {
+		h.isolated = true
+	}
+	w.now = w.now.Add(lockTTL + time.Duration(w.rng.IntN(5000))*time.Millisecond)
+	w.settle()
+	for range 1 + w.rng.IntN(3) {
+		if o := s.pickAgent(); o != h {
+			s.pass(o)
+		}
+	}
+	h.paused, h.isolated = false, isolated
+	w.note("%s: agent continued", h.name())
+}
+
 // pass runs one pass of a host's agent; a fault may kill it half-way.
 func (s *scheduler) pass(h *host) {
 	if h.agent == nil {
 		s.w.armed = faults{} // a fault armed for a dead agent expires
+		return
+	}
+	if h.paused {
 		return
 	}
 	h.wake = false

@@ -50,6 +50,9 @@ type world struct {
 	// onLock runs when an agent takes the writer lock (the list-change
 	// fault).
 	onLock func(h *host)
+	// onPause runs when an agent confirms its writer lock before a call
+	// (the pause fault): the agent stops there, past its lease.
+	onPause func(h *host)
 }
 
 // listedChange is an add or a removal, who made it, and under which list.
@@ -70,6 +73,10 @@ type faults struct {
 	// listChanges: the list changes on the passing agent's host while it
 	// holds the writer lock, after it planned and before it calls.
 	listChanges bool
+	// pauseUnderLock: the passing agent is stopped (SIGSTOP, a stalled
+	// VM) as it confirms its writer lock before a call, for longer than
+	// the lock's lease, while the other agents pass; then it goes on.
+	pauseUnderLock bool
 }
 
 // crashed is the panic value of an agent that dies mid-pass.
@@ -93,6 +100,9 @@ type host struct {
 	store    *store
 	isolated bool
 	wake     bool
+	// paused: the agent is stopped; it makes no pass and keeps no lease
+	// alive (with the embedded runtime its member is stopped with it).
+	paused bool
 }
 
 // cluster is one raft group. Two bootstraps of the same list give two
@@ -258,14 +268,14 @@ func (w *world) settle() {
 	}
 	for _, c := range w.clusters {
 		if l := c.lock; l != nil {
-			if h := w.hosts[l.host]; h.agent != nil && h.gen == l.gen && !h.isolated {
+			if h := w.hosts[l.host]; h.agent != nil && h.gen == l.gen && !h.isolated && !h.paused {
 				l.expires = w.now.Add(lockTTL)
 			}
 		}
 		for key, e := range c.board {
 			switch h := w.hosts[e.host]; {
 			case !e.leased:
-			case h.agent != nil && h.gen == e.gen && !h.isolated:
+			case h.agent != nil && h.gen == e.gen && !h.isolated && !h.paused:
 				e.expires = w.now.Add(lockTTL)
 				c.board[key] = e
 			case !w.now.Before(e.expires):
