@@ -106,6 +106,7 @@ type campaign struct {
 	obs     *observer
 	cli     *clientv3.Client // of every host's member, from the clients' namespace
 	kube    *kube            // with SourceResource
+	delays  *delays          // the hosts' delay proxies
 
 	mu       sync.Mutex
 	stopped  map[int]string // agents stopped by a fault (kill, pause), and how
@@ -128,6 +129,7 @@ func Run(t *testing.T, opts Options) Result {
 	for n := 1; n <= hosts; n++ {
 		mountDisk(t, filepath.Join(dir, fmt.Sprintf("n%d", n)))
 	}
+	cp.delays = cp.startDelays(t.TempDir())
 	cp.list = []int{1, 2, 3}
 	var kubernetes string
 	if opts.Source == SourceResource {
@@ -154,6 +156,7 @@ func Run(t *testing.T, opts Options) Result {
 	} else {
 		t.Logf("campaign seed %d: three hosts formed a cluster in %s", opts.Seed, d.Round(time.Millisecond))
 	}
+	cp.delays.carry(cp)
 	if cp.kube != nil {
 		cp.switchToResource()
 		t.Logf("every agent reads the list from the Etcd %s now", cp.kube.key)
@@ -317,13 +320,18 @@ func (cp *campaign) violation(v string) {
 
 // check runs the checks over what the campaign recorded.
 func (cp *campaign) check(ops []porcupine.Operation, w *workload, watched *watcher, obs *observer) {
-	result, info := checkLinearizable(ops, 5*time.Minute)
+	// porcupine's search grows with the history, and a long campaign's is
+	// long: a quarter of the faults' time, at least five minutes.
+	timeout := max(5*time.Minute, cp.opts.Duration/4)
+	began := time.Now()
+	result, info := checkLinearizable(ops, timeout)
+	cp.t.Logf("linearizability of %d operations checked in %s", len(ops), time.Since(began).Round(time.Millisecond))
 	switch result {
 	case porcupine.Illegal:
 		cp.violation(fmt.Sprintf("the client history (%d operations) is not linearizable; the visualization is kept", len(ops)))
 		cp.keepVisualization(info)
 	case porcupine.Unknown:
-		cp.violation(fmt.Sprintf("the linearizability check of %d operations did not finish in time", len(ops)))
+		cp.violation(fmt.Sprintf("the linearizability check of %d operations did not finish within %s", len(ops), timeout))
 	}
 	if p := revisionWentBack(ops); p != "" {
 		cp.violation("revision went backwards: " + p)
@@ -332,6 +340,9 @@ func (cp *campaign) check(ops []porcupine.Operation, w *workload, watched *watch
 		cp.violation(p)
 	}
 	for _, p := range obs.check() {
+		cp.violation(p)
+	}
+	for _, p := range cp.delays.check() {
 		cp.violation(p)
 	}
 	cp.mu.Lock()

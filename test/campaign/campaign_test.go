@@ -27,10 +27,6 @@ func TestCampaign(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Fatal("the campaign creates network namespaces and nftables rules and needs root: run `sudo make test`")
 	}
-	bin, err := harness.BuildBinary(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
 	s := *seed
 	if s == 0 {
 		s = uint64(time.Now().UnixNano())
@@ -47,7 +43,7 @@ func TestCampaign(t *testing.T) {
 	default:
 		t.Fatalf("-campaign.source %q: want %s or %s", src, SourceFile, SourceResource)
 	}
-	opts := Options{Seed: s, Duration: *duration, MinFaults: *minFaults, Binary: bin, Source: src,
+	opts := Options{Seed: s, Duration: *duration, MinFaults: *minFaults, Source: src,
 		Replay: fmt.Sprintf("make campaign CAMPAIGN_SEED=%d CAMPAIGN_DURATION=%s CAMPAIGN_SOURCE=%s", s, *duration, src)}
 	if *only != "" {
 		opts.Only = strings.Split(*only, ",")
@@ -61,6 +57,11 @@ func TestCampaign(t *testing.T) {
 		}
 		opts.Replay += " CAMPAIGN_ONLY=" + *only
 	}
+	bin, err := harness.BuildBinary(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.Binary = bin
 	r := Run(t, opts)
 	t.Log(r.summary(opts))
 }

@@ -26,6 +26,7 @@ var faultKinds = []struct {
 	{"split", 10},       // a minority and a majority of the hosts cut from each other
 	{"asymmetric", 8},   // a host's packets to one other host dropped, the other way open
 	{"loss", 10},        // a host loses a share of its packets
+	{"delay", 8},        // a host's peer traffic delayed, both ways (delay.go)
 	{"wipe", 6},         // a host's data dir deleted or emptied while it is down
 	{"full", 6},         // a host's disk full
 	{"list-add", 8},     // a host added to the list, reaching the hosts one after another
@@ -199,6 +200,12 @@ func (cp *campaign) fault(kind string) string {
 		cp.c.Agent(n).Restart()
 		cp.setStopped(n, "")
 		return fmt.Sprintf("host %d down for %s, its data dir %s", n, d, what)
+	case "delay":
+		latency := time.Duration(20+cp.rng.IntN(481)) * time.Millisecond
+		cp.must(cp.delays.delay(n, latency))
+		time.Sleep(d)
+		cp.must(cp.delays.undelay(n))
+		return fmt.Sprintf("host %d's peer traffic delayed by %s ± %s for %s", n, latency, latency/5, d)
 	case "full":
 		return cp.fullDisk(n, d)
 	case "pause-holder":

@@ -93,9 +93,10 @@ func (n *network) heal() error {
 	return nil
 }
 
-// rules are host's rules in force, for the kept logs of a violation.
+// rules are host's rules in force (the delay proxy's redirect among
+// them), for the kept logs of a violation.
 func (n *network) rules(host int) string {
-	out, err := exec.Command("ip", "netns", "exec", n.ns(host), "nft", "list", "table", "inet", table).CombinedOutput()
+	out, err := exec.Command("ip", "netns", "exec", n.ns(host), "nft", "list", "ruleset").CombinedOutput()
 	if err != nil {
 		return fmt.Sprintf("(nft list: %v) %s", err, out)
 	}

@@ -35,12 +35,16 @@ type TB interface {
 var _ TB = (testing.TB)(nil)
 
 // BuildBinary compiles ./cmd/etcdlet into dir and returns its path.
-func BuildBinary(dir string) (string, error) {
-	out := filepath.Join(dir, "etcdlet")
-	cmd := exec.Command("go", "build", "-o", out, "./cmd/etcdlet")
+func BuildBinary(dir string) (string, error) { return Build(dir, "./cmd/etcdlet") }
+
+// Build builds the repository's command pkg (./cmd/etcdlet, say) into dir
+// and returns the binary's path.
+func Build(dir, pkg string) (string, error) {
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = RepoRoot()
 	if b, err := cmd.CombinedOutput(); err != nil {
-		return "", fmt.Errorf("go build ./cmd/etcdlet: %v\n%s", err, b)
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, b)
 	}
 	return out, nil
 }
