@@ -149,6 +149,7 @@ func Run(t *testing.T, opts Options) Result {
 	for n := 1; n <= hosts; n++ {
 		cp.c.Start(n)
 	}
+	cp.killMidBootstrap()
 	cli := cp.client(cp.allHosts())
 	cp.cli = cli
 	if d, err := cp.converge(cli); err != nil {

@@ -123,6 +123,26 @@ func (cp *campaign) quorumRead() error {
 	return err
 }
 
+// killMidBootstrap kills, in half the campaigns, one of the three listed
+// agents (its member with it) at a random moment of the cluster's
+// bootstrap, and starts it again after a while: a node that dies half-way
+// through forming a cluster must neither keep the others from forming it
+// nor found a second one.
+func (cp *campaign) killMidBootstrap() {
+	if cp.rng.IntN(2) == 0 {
+		return
+	}
+	n := cp.list[cp.rng.IntN(len(cp.list))]
+	after := time.Duration(cp.rng.IntN(3000)) * time.Millisecond
+	time.Sleep(after)
+	cp.c.Agent(n).Kill()
+	d := cp.hold()
+	time.Sleep(d)
+	cp.c.Agent(n).Restart()
+	cp.result.Faults["kill"]++
+	cp.t.Logf("%9s fault   0 kill         host %d killed %s after the agents started, while the cluster forms, for %s", "", n, after, d)
+}
+
 // fault injects one fault of kind, holds it and heals it; it says what it
 // did.
 func (cp *campaign) fault(kind string) string {
