@@ -57,6 +57,15 @@ func run(from, to, control string) error {
 	case err := <-p.Error():
 		return err
 	}
+	// The proxy's accept loop sends every failure to dial the member (it
+	// is down: killed, its data moved aside) into this channel and waits
+	// until it is read: undrained, the first one stops the proxy for good
+	// and cuts the host off. The peers dial again, as they would a member
+	// that is down.
+	go func() {
+		for range p.Error() {
+		}
+	}()
 	fmt.Println("ready")
 	for sig := range signals {
 		switch sig {
