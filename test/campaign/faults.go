@@ -32,7 +32,7 @@ var faultKinds = []struct {
 	{"list-replace", 6},
 	{"list-flap", 4}, // a host added and removed again before the change settled
 	{"list-refuse", 4},
-	{"apiserver", 8}, // the API server serving the Etcd stopped, then started (SourceResource only)
+	{"apiserver", 4}, // the API server serving the Etcd stopped, then started (SourceResource only)
 }
 
 // pick draws the next fault's kind, among Options.Only when set.

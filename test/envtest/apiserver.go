@@ -25,6 +25,13 @@ import (
 // and for every CRD to be served again.
 const apiServerReadyTimeout = 30 * time.Second
 
+// restartTimeout bounds a restarted kube-apiserver's own start, in place of
+// envtest's start timeout (startTimeout): a restart comes amid a running
+// test, and on 2 cores beside the other suites (and the fault campaign's
+// own load) it took 43 to 56 s, once more than a minute. It guards against
+// a hang, not a slow machine.
+const restartTimeout = 3 * time.Minute
+
 // apiServerStopGrace is how long StopAPIServer lets kube-apiserver shut down
 // after SIGTERM before it kills it. Without watchers it exits within about
 // a second; with one it would take a minute (see stopAPIServer).
@@ -272,6 +279,7 @@ func (e *Env) startAPIServer(ctx context.Context) error {
 	if !k.stopped {
 		return errors.New("kube-apiserver is running; StopAPIServer first")
 	}
+	api.StartTimeout = restartTimeout
 	if err := api.Start(); err != nil {
 		// The usual cause: another process bound the port while it was
 		// free. The same port is the point of a restart, so there is no
