@@ -13,11 +13,11 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
-	"github.com/etcdlet/etcdlet/daemon/manifest"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/node"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod/manifest"
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
@@ -87,6 +87,10 @@ func (i *Inspector) ClientEndpoints() []string {
 	}
 	return membership.Endpoints(i.settings.Scheme.ForAll(addrs), nil)
 }
+
+// PinnedClusterID is the ID of the cluster this node belongs to, in hex,
+// or "" before its first join.
+func (i *Inspector) PinnedClusterID() string { return i.State.ClusterID }
 
 // Pool is the inspector's connection pool, with the agent's client TLS.
 func (i *Inspector) Pool() *etcdclient.Pool { return i.pool }

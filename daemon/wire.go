@@ -15,12 +15,12 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/kube"
-	"github.com/etcdlet/etcdlet/daemon/manifest"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 	"github.com/etcdlet/etcdlet/daemon/runtime/embedded"
 	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod"
+	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod/manifest"
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
 

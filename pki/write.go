@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
 // Layout is where the files go: kubeadm keeps etcd's certificates in

@@ -10,8 +10,8 @@ import (
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
-	"github.com/etcdlet/etcdlet/daemon/manifest"
+	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod/manifest"
+	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
 func newRenderCommand() *cobra.Command {

@@ -14,7 +14,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
 // Contents is what a data dir holds of a member.

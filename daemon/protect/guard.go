@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
 // ErrOptedOut is returned by Write for a file whose content on disk opts

@@ -11,7 +11,7 @@ import (
 	"path/filepath"
 
 	"github.com/etcdlet/etcdlet/config/trust"
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
+	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
 // LocalStore keeps snapshots as files in a directory, laid out as BR's

@@ -17,8 +17,8 @@ import (
 	etcdutl "go.etcd.io/etcd/etcdutl/v3/snapshot"
 	"go.etcd.io/etcd/server/v3/embed"
 
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 	"github.com/etcdlet/etcdlet/daemon/logging"
+	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
 // RestoreOptions say what to restore where.

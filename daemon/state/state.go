@@ -18,8 +18,8 @@ import (
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/config/trust"
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
 // FileName is the state file inside agent.stateDir.

@@ -14,8 +14,8 @@ import (
 	"strings"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 	"github.com/etcdlet/etcdlet/daemon/task"
+	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
 // TokenFile is the file in the state dir holding the bearer token that the

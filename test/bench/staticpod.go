@@ -15,11 +15,11 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod"
+	"github.com/etcdlet/etcdlet/internal/atomicfile"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/etcdlet/etcdlet/daemon/manifest"
+	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod/manifest"
 )
 
 // TestRenderedManifestsAreAccepted runs every golden static-pod manifest

@@ -14,9 +14,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/kube"
+	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
 // AddressKeeper is the members.source etcd-resource: it checks the Etcd's

@@ -16,10 +16,10 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
-	"github.com/etcdlet/etcdlet/daemon/atomicfile"
-	"github.com/etcdlet/etcdlet/daemon/manifest"
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod/manifest"
+	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
 // Runtime writes and removes the manifest.

@@ -13,9 +13,9 @@ import (
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/identity"
-	"github.com/etcdlet/etcdlet/daemon/manifest"
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod/manifest"
 )
 
 func setup(t *testing.T) (*Runtime, runtime.Spec, runtime.Spec, string) {

@@ -118,7 +118,7 @@ func TestGoldenManifests(t *testing.T) {
 			}
 			want, err := os.ReadFile(golden)
 			if err != nil {
-				t.Fatalf("%v (run go test ./daemon/manifest -update)", err)
+				t.Fatalf("%v (run go test ./daemon/runtime/staticpod/manifest -update)", err)
 			}
 			if string(got) != string(want) {
 				t.Errorf("manifest differs from %s:\n%s", golden, got)
