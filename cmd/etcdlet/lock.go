@@ -1,16 +1,14 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"io"
-	"strconv"
 	"time"
 
 	"github.com/spf13/cobra"
-	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/manual"
 )
 
 func newLockCommand() *cobra.Command {
@@ -66,8 +64,8 @@ with the agent's client TLS (--config).`,
 			if output != "table" && output != "json" {
 				return fmt.Errorf("--output %q: must be table or json", output)
 			}
-			return withLockClient(cmd.Context(), path, taskLock, func(ctx context.Context, cli *clientv3.Client, read readLock, _ time.Duration) error {
-				st, err := read(ctx, cli)
+			return withOperator(cmd, path, func(o manual.Operator) error {
+				st, err := o.ReadLock(cmd.Context(), whichLock(taskLock))
 				if err != nil {
 					return err
 				}
@@ -109,24 +107,16 @@ never needed for a holder that died (its lease expires within
 agent.lockTTL); it is for a holder that hangs with its lease kept alive.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return withLockClient(cmd.Context(), path, taskLock, func(ctx context.Context, cli *clientv3.Client, read readLock, timeout time.Duration) error {
-				st, err := read(ctx, cli)
-				if err != nil {
-					return err
-				}
+			return withOperator(cmd, path, func(o manual.Operator) error {
+				st, broke, err := o.BreakLock(cmd.Context(), whichLock(taskLock), yes, force)
 				out := cmd.OutOrStdout()
-				writeLock(out, st)
-				if err := st.MayBreak(yes, force); err != nil {
-					return err
+				if st.Lock != "" { // read, whether broken or refused
+					writeLock(out, st)
 				}
-				if !st.Held {
-					return nil
+				if broke {
+					fmt.Fprintf(out, "broke the %s: revoked lease %s of %s\n", st.Lock, st.Lease, st.HolderName())
 				}
-				if err := etcdclient.BreakLock(ctx, cli, st, timeout); err != nil {
-					return err
-				}
-				fmt.Fprintf(out, "broke the %s: revoked lease %s of %s\n", st.Lock, st.Lease, st.HolderName())
-				return nil
+				return err
 			})
 		},
 	}
@@ -137,47 +127,11 @@ agent.lockTTL); it is for a holder that hangs with its lease kept alive.`,
 	return cmd
 }
 
-// readLock reads one lock and judges it now.
-type readLock func(context.Context, *clientv3.Client) (etcdclient.LockStatus, error)
-
-// withLockClient connects with the agent's configuration and runs fn
-// with the reader of the writer lock (or with taskLock the task lock)
-// and the call timeout.
-func withLockClient(ctx context.Context, path string, taskLock bool, fn func(context.Context, *clientv3.Client, readLock, time.Duration) error) error {
-	cfg, in, err := openCluster(path)
-	if err != nil {
-		return err
+func whichLock(task bool) manual.Which {
+	if task {
+		return manual.TaskLock
 	}
-	defer in.Close()
-	cli, err := in.Pool().NewMulti(in.ClientEndpoints())
-	if err != nil {
-		return err
-	}
-	defer cli.Close()
-	// The lock's key derives from the cluster's ID, which every answer
-	// carries; it must be the cluster this node belongs to, when it
-	// belongs to one.
-	idCtx, cancel := context.WithTimeout(ctx, cfg.Agent.CallTimeout)
-	id, err := etcdclient.ClusterIDOf(idCtx, cli)
-	cancel()
-	if err != nil {
-		return err
-	}
-	if pinned := in.State.ClusterID; pinned != "" && pinned != strconv.FormatUint(id, 16) {
-		return fmt.Errorf("the endpoints answer for cluster %x, but this node belongs to cluster %s: not touching another cluster's lock", id, pinned)
-	}
-	read := func(ctx context.Context, cli *clientv3.Client) (etcdclient.LockStatus, error) {
-		var st etcdclient.LockStatus
-		var err error
-		if taskLock {
-			st, err = etcdclient.ReadTaskLock(ctx, cli, etcdclient.TaskLockKey(cfg.Cluster.Name))
-		} else {
-			st, err = etcdclient.ReadLock(ctx, cli, etcdclient.WriterLockKey(id))
-		}
-		st.Judge(time.Now())
-		return st, err
-	}
-	return fn(ctx, cli, read, cfg.Agent.CallTimeout)
+	return manual.WriterLock
 }
 
 func writeLock(w io.Writer, st etcdclient.LockStatus) {

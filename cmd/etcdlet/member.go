@@ -1,27 +1,21 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/netip"
 	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
-	"github.com/etcdlet/etcdlet/daemon/etcdclient"
-	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/manual"
 	"github.com/etcdlet/etcdlet/daemon/membership"
-	"github.com/etcdlet/etcdlet/daemon/node"
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
 )
 
@@ -144,9 +138,7 @@ meanwhile) counts as done.
 ` + memberHelpCommon,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runMemberChange(cmd, path, "etcdlet member remove", args[0], func(s node.Snapshot, m membership.Member) error {
-				return checkRemove(s, m, force)
-			}, removeMember)
+			return withOperator(cmd, path, func(o manual.Operator) error { return o.Remove(cmd.Context(), args[0], force) })
 		},
 	}
 	addConfigFlag(cmd, &path)
@@ -168,9 +160,7 @@ again as a new learner on its next pass, which restarts its join.
 ` + memberHelpCommon,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runMemberChange(cmd, path, "etcdlet member evict-learner", args[0], func(_ node.Snapshot, m membership.Member) error {
-				return checkEvict(m)
-			}, removeMember)
+			return withOperator(cmd, path, func(o manual.Operator) error { return o.EvictLearner(cmd.Context(), args[0]) })
 		},
 	}
 	addConfigFlag(cmd, &path)
@@ -191,60 +181,11 @@ no quorum or no leader. TARGET leading already is success.
 ` + memberHelpCommon,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runMemberChange(cmd, path, "etcdlet member move-leader", args[0], checkMoveLeader, moveLeaderTo)
+			return withOperator(cmd, path, func(o manual.Operator) error { return o.MoveLeader(cmd.Context(), args[0]) })
 		},
 	}
 	addConfigFlag(cmd, &path)
 	return cmd
-}
-
-// change is what a member command does under the writer lock.
-type change struct {
-	cfg  *config.Config
-	pool *etcdclient.Pool
-	lock etcdclient.Lock
-	view membership.View
-	out  io.Writer
-}
-
-// runMemberChange resolves the target, checks the rules, takes the
-// writer lock, looks again, checks again, and acts.
-func runMemberChange(cmd *cobra.Command, path, holder, arg string, check func(node.Snapshot, membership.Member) error,
-	act func(context.Context, change, membership.Member) error) error {
-	cfg, in, err := openCluster(path)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	ctx := cmd.Context()
-	snap, target, err := lookAt(ctx, in, arg, check)
-	if err != nil {
-		return err
-	}
-	return withWriterLock(ctx, cfg, in, holder, snap.View, target.ID, func(ctx context.Context, lock etcdclient.Lock) error {
-		// The view the rules judged may predate an agent's change.
-		fresh, again, err := lookAt(ctx, in, membership.IDString(target.ID), check)
-		if err != nil {
-			return fmt.Errorf("under the writer lock: %w", err)
-		}
-		return act(ctx, change{cfg: cfg, pool: in.Pool(), lock: lock, view: fresh.View, out: cmd.OutOrStdout()}, again)
-	})
-}
-
-// lookAt observes the cluster, finds the target and checks the rules.
-func lookAt(ctx context.Context, in *daemon.Inspector, arg string, check func(node.Snapshot, membership.Member) error) (node.Snapshot, membership.Member, error) {
-	snap := in.Look(ctx)
-	if !snap.View.Reached {
-		return snap, membership.Member{}, fmt.Errorf("the cluster has no quorum (or no member answered): no membership change can commit: %s", strings.Join(snap.View.Problems, "; "))
-	}
-	target, err := resolveMember(snap.View.Members, arg)
-	if err != nil {
-		return snap, target, err
-	}
-	if err := check(snap, target); err != nil {
-		return snap, target, fmt.Errorf("refused: %s: %w", target, err)
-	}
-	return snap, target, nil
 }
 
 // openCluster loads the agent's configuration and connects the way the
@@ -261,155 +202,15 @@ func openCluster(path string) (*config.Config, *daemon.Inspector, error) {
 	return cfg, in, nil
 }
 
-// resolveMember finds the one member that TARGET names: by name, by ID in
-// hex, or by the IP of its peer URL.
-func resolveMember(members []membership.Member, arg string) (membership.Member, error) {
-	ip, ipErr := netip.ParseAddr(strings.Trim(arg, "[]"))
-	var found []membership.Member
-	for _, m := range members {
-		byIP := ipErr == nil && memberIP(m) == ip.Unmap()
-		if m.Name == arg || membership.IDString(m.ID) == strings.ToLower(arg) || byIP {
-			found = append(found, m)
-		}
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		names := make([]string, len(members))
-		for i, m := range members {
-			names[i] = m.String()
-		}
-		return membership.Member{}, fmt.Errorf("no member is named, has the ID or the IP %q; members: %s", arg, strings.Join(names, ", "))
-	}
-	return membership.Member{}, fmt.Errorf("%q names %d members (%v); give the member ID", arg, len(found), found)
-}
-
-func memberIP(m membership.Member) netip.Addr {
-	for _, u := range m.PeerURLs {
-		if ip, ok := identity.IPFromURL(u); ok {
-			return ip.Unmap()
-		}
-	}
-	return netip.Addr{}
-}
-
-// checkRemove is the rule set of member remove.
-func checkRemove(s node.Snapshot, m membership.Member, force bool) error {
-	if listed(s.Desired, m) && !force {
-		return fmt.Errorf("its IP %s is in the member list in force, and its agent would add it back as a new learner; remove the IP from the list (the agents then remove the member themselves), or pass --force", memberIP(m))
-	}
-	return s.View.MayRemove(m.ID)
-}
-
-func listed(desired []identity.Member, m membership.Member) bool {
-	ip := memberIP(m)
-	return ip.IsValid() && slices.ContainsFunc(desired, func(d identity.Member) bool { return d.IP.Unmap() == ip })
-}
-
-// checkEvict is the rule of member evict-learner.
-func checkEvict(m membership.Member) error {
-	if !m.IsLearner {
-		return errors.New("it is a voter; evict-learner removes learners only (etcdlet member remove checks a voter's removal against quorum)")
-	}
-	return nil
-}
-
-// checkMoveLeader is the rule set of member move-leader: the rule book's
-// MayLead, and a leader to hand over from.
-func checkMoveLeader(s node.Snapshot, m membership.Member) error {
-	if err := s.View.MayLead(m.ID); err != nil {
-		return err
-	}
-	if _, ok := s.View.Member(s.View.LeaderID); !ok {
-		return errors.New("the cluster has no leader to hand over from")
-	}
-	return nil
-}
-
-// removeMember removes the target, the leader after handing over.
-func removeMember(ctx context.Context, c change, m membership.Member) error {
-	if m.ID == c.view.LeaderID {
-		to, ok := c.view.Transferee(m.ID, nil, nil)
-		if !ok {
-			return fmt.Errorf("refused: %s is the leader and no healthy voter that is caught up can take over", m)
-		}
-		if err := moveLeaderTo(ctx, c, to); err != nil {
-			return err
-		}
-	}
-	if err := c.apply(ctx, membership.Action{Kind: membership.ActionRemove, Name: m.Name, MemberID: m.ID}); err != nil {
-		return fmt.Errorf("remove member %s: %w", m, err)
-	}
-	fmt.Fprintf(c.out, "removed member %s\n", m)
-	return nil
-}
-
-// moveLeaderTo hands leadership to m; MoveLeader returns once it leads.
-func moveLeaderTo(ctx context.Context, c change, m membership.Member) error {
-	if m.ID == c.view.LeaderID {
-		fmt.Fprintf(c.out, "%s leads already\n", m)
-		return nil
-	}
-	if err := c.apply(ctx, membership.Action{Kind: membership.ActionMoveLeader, Name: m.Name, TransfereeID: m.ID}); err != nil {
-		return fmt.Errorf("move leadership to %s: %w", m, err)
-	}
-	fmt.Fprintf(c.out, "moved leadership to %s\n", m)
-	return nil
-}
-
-// apply makes one change as the agents do: the one Writer, with the
-// agents' retry policy, under the writer lock.
-func (c change) apply(ctx context.Context, a membership.Action) error {
-	w := membership.Writer{Cluster: c.pool, Policy: node.DefaultPolicy(c.cfg.Agent.CallTimeout), Lock: c.lock}
-	if res := w.Apply(ctx, c.view.Observation, a, nil); res.Outcome != etcdclient.Done {
-		return res.Err
-	}
-	return nil
-}
-
-// withWriterLock runs fn under the agents' writer lock, taken through the
-// voters, within agent.lockTTL's locked section as an agent's change. The
-// lock's session avoids the target's endpoint when another voter is there:
-// a removed member answers no more calls, and the release after a
-// successful removal would fail through it.
-func withWriterLock(ctx context.Context, cfg *config.Config, in *daemon.Inspector, holder string, v membership.View, target uint64,
-	fn func(context.Context, etcdclient.Lock) error) error {
-	locker := in.WriterLocker(holder)
-	defer locker.Close()
-	lock, err := takeLock(ctx, cfg, locker, membership.LockEndpoints(v.Members, target), v.ClusterID)
+// withOperator runs fn with an operator on the cluster this node's agent
+// configuration (--config) names.
+func withOperator(cmd *cobra.Command, path string, fn func(manual.Operator) error) error {
+	cfg, in, err := openCluster(path)
 	if err != nil {
 		return err
 	}
-	section, cancel := context.WithTimeout(ctx, cfg.Agent.LockSection())
-	err = fn(section, lock)
-	cancel()
-	unlockCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cfg.Agent.CallTimeout)
-	defer cancel()
-	if uerr := lock.Unlock(unlockCtx); uerr != nil && err == nil {
-		err = uerr
-	}
-	return err
-}
-
-// takeLock takes the writer lock. An agent holds it for one change at a
-// time, so a busy lock is tried again until agent.lockTTL has passed.
-func takeLock(ctx context.Context, cfg *config.Config, locker *etcdclient.SessionLocker, voters []string, clusterID uint64) (etcdclient.Lock, error) {
-	deadline := time.Now().Add(cfg.Agent.LockTTL)
-	for {
-		lock, err := locker.TryLock(ctx, voters, clusterID)
-		if !errors.Is(err, etcdclient.ErrLocked) {
-			return lock, err
-		}
-		if !time.Now().Before(deadline) {
-			return nil, fmt.Errorf("the writer lock stayed held for %s (etcdlet lock status shows by whom): try again", cfg.Agent.LockTTL)
-		}
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(250 * time.Millisecond):
-		}
-	}
+	defer in.Close()
+	return fn(manual.Operator{Cluster: in, Settings: manual.SettingsFrom(cfg), Out: cmd.OutOrStdout()})
 }
 
 // writeJSON renders v as indented JSON.

@@ -1,4 +1,4 @@
-package main
+package manual
 
 import (
 	"net/netip"
@@ -48,7 +48,7 @@ func TestResolveMember(t *testing.T) {
 		{"192.0.2.9", 0, "no member is named, has the ID or the IP"},
 		{"etcd-main-192.0.2.9", 0, "members: etcd-main-192.0.2.1 [1]"},
 	} {
-		got, err := resolveMember(members, tc.arg)
+		got, err := Resolve(members, tc.arg)
 		switch {
 		case tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)):
 			t.Errorf("%q: %v, want an error with %q", tc.arg, err, tc.wantErr)
@@ -60,7 +60,7 @@ func TestResolveMember(t *testing.T) {
 	// command never guesses which one is meant.
 	odd := m(3, false, "")
 	odd.Name = "1"
-	if _, err := resolveMember(append(members, odd), "1"); err == nil || !strings.Contains(err.Error(), "names 2 members") {
+	if _, err := Resolve(append(members, odd), "1"); err == nil || !strings.Contains(err.Error(), "names 2 members") {
 		t.Errorf("an ambiguous target: %v", err)
 	}
 }
