@@ -2,18 +2,14 @@ package main
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
-	"io"
-	"net/http"
 	"strconv"
-	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/ops"
@@ -133,7 +129,7 @@ every 5 minutes; this is for clusters without one, and before a defrag.`,
 }
 
 // newTaskClientCommand is a task command that talks to the agent.
-func newTaskClientCommand(use, short string, args cobra.PositionalArgs, run func(cmd *cobra.Command, c *taskClient, args []string) error) *cobra.Command {
+func newTaskClientCommand(use, short string, args cobra.PositionalArgs, run func(cmd *cobra.Command, c *tasks.Client, args []string) error) *cobra.Command {
 	var path string
 	cmd := &cobra.Command{
 		Use: use, Short: short, Args: args,
@@ -142,7 +138,7 @@ func newTaskClientCommand(use, short string, args cobra.PositionalArgs, run func
 			if err != nil {
 				return err
 			}
-			return run(cmd, c, args)
+			return rejectedExits(run(cmd, c, args))
 		},
 	}
 	addConfigFlag(cmd, &path)
@@ -150,14 +146,14 @@ func newTaskClientCommand(use, short string, args cobra.PositionalArgs, run func
 }
 
 func newTaskListCommand() *cobra.Command {
-	return newTaskClientCommand("list", "List this node's recent tasks", cobra.NoArgs, func(cmd *cobra.Command, c *taskClient, _ []string) error {
-		var tasks []task.Task
-		if err := c.do(cmd.Context(), http.MethodGet, "/tasks", nil, &tasks); err != nil {
+	return newTaskClientCommand("list", "List this node's recent tasks", cobra.NoArgs, func(cmd *cobra.Command, c *tasks.Client, _ []string) error {
+		list, err := c.List(cmd.Context())
+		if err != nil {
 			return err
 		}
 		w := tabwriter.NewWriter(cmd.OutOrStdout(), 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "ID\tTYPE\tSTATE\tSOURCE\tCREATED\tDESCRIPTION")
-		for _, t := range tasks {
+		for _, t := range list {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", t.ID, t.Type, t.Phase, t.Source, t.CreatedAt.Local().Format(time.DateTime), t.LastOperation.Description)
 		}
 		return w.Flush()
@@ -166,24 +162,24 @@ func newTaskListCommand() *cobra.Command {
 
 func newTaskStatusCommand() *cobra.Command {
 	return newTaskClientCommand("status ID", "Show one task in full (JSON): state, last operation, last errors, output", cobra.ExactArgs(1),
-		func(cmd *cobra.Command, c *taskClient, args []string) error {
-			var t json.RawMessage
-			if err := c.do(cmd.Context(), http.MethodGet, "/tasks/"+args[0], nil, &t); err != nil {
+		func(cmd *cobra.Command, c *tasks.Client, args []string) error {
+			t, err := c.TaskJSON(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			var out bytes.Buffer
 			_ = json.Indent(&out, t, "", "  ")
 			out.WriteByte('\n')
-			_, err := cmd.OutOrStdout().Write(out.Bytes())
+			_, err = cmd.OutOrStdout().Write(out.Bytes())
 			return err
 		})
 }
 
 func newTaskCancelCommand() *cobra.Command {
 	return newTaskClientCommand("cancel ID", "Cancel a task: a pending one is rejected, a running one fails as soon as its step returns", cobra.ExactArgs(1),
-		func(cmd *cobra.Command, c *taskClient, args []string) error {
-			var t task.Task
-			if err := c.do(cmd.Context(), http.MethodPost, "/tasks/"+args[0]+"/cancel", nil, &t); err != nil {
+		func(cmd *cobra.Command, c *tasks.Client, args []string) error {
+			t, err := c.Cancel(cmd.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.OutOrStdout(), "task %s: cancel requested (state %s)\n", t.ID, t.Phase)
@@ -197,10 +193,9 @@ func runTask(cmd *cobra.Command, f taskFlags, typ string, params map[string]stri
 	if err != nil {
 		return err
 	}
-	var t task.Task
-	req := task.Request{Type: typ, Params: params, Timeout: task.Duration(f.timeout), Source: "cli"}
-	if err := c.do(cmd.Context(), http.MethodPost, "/tasks", req, &t); err != nil {
-		return err
+	t, err := c.Submit(cmd.Context(), task.Request{Type: typ, Params: params, Timeout: task.Duration(f.timeout), Source: "cli"})
+	if err != nil {
+		return rejectedExits(err)
 	}
 	out := cmd.OutOrStdout()
 	if f.detach {
@@ -223,7 +218,7 @@ func runTask(cmd *cobra.Command, f taskFlags, typ string, params map[string]stri
 			return cmd.Context().Err()
 		case <-time.After(500 * time.Millisecond):
 		}
-		if err := c.do(cmd.Context(), http.MethodGet, "/tasks/"+t.ID, nil, &t); err != nil {
+		if t, err = c.Task(cmd.Context(), t.ID); err != nil {
 			return err
 		}
 	}
@@ -241,69 +236,19 @@ func runTask(cmd *cobra.Command, f taskFlags, typ string, params map[string]stri
 	return nil
 }
 
-// taskClient calls the agent listener's task API.
-type taskClient struct {
-	http  *http.Client
-	base  string
-	token string
-}
-
-func newTaskClient(path string) (*taskClient, error) {
+// newTaskClient is a client of the agent the configuration at path runs.
+func newTaskClient(path string) (*tasks.Client, error) {
 	cfg, err := loadValidConfig(path)
 	if err != nil {
 		return nil, err
 	}
-	token, err := tasks.ReadToken(cfg.Agent.StateDir)
-	if err != nil {
-		return nil, err
-	}
-	c := &taskClient{http: &http.Client{Timeout: 30 * time.Second}, base: "http://" + cfg.Agent.Listen, token: token}
-	if f := cfg.Agent.ListenTLS; f.Enabled() {
-		// The listener requires a client certificate signed by its CA:
-		// the listener's own certificate serves (it needs the clientAuth
-		// usage), or agent.etcdClientTLS's when that is signed by the
-		// same CA.
-		tlsConfig, err := transport.TLSInfo{CertFile: f.CertFile, KeyFile: f.KeyFile, TrustedCAFile: f.CAFile}.ClientConfig()
-		if err != nil {
-			return nil, fmt.Errorf("agent.listenTLS: %w", err)
-		}
-		c.http.Transport = &http.Transport{TLSClientConfig: tlsConfig}
-		c.base = "https://" + cfg.Agent.Listen
-	}
-	return c, nil
+	return tasks.NewClient(cfg.Agent)
 }
 
-func (c *taskClient) do(ctx context.Context, method, path string, body, into any) error {
-	var rd io.Reader
-	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
-			return err
-		}
-		rd = bytes.NewReader(b)
+// rejectedExits makes a rejected task exit 1, as a failed one does.
+func rejectedExits(err error) error {
+	if rejected, ok := errors.AsType[*tasks.RejectedError](err); ok {
+		return &exitError{code: 1, err: rejected}
 	}
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return fmt.Errorf("reach the agent at %s (is it running?): %w", c.base, err)
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
-	if err != nil {
-		return err
-	}
-	switch resp.StatusCode {
-	case http.StatusOK, http.StatusCreated, http.StatusAccepted:
-		return json.Unmarshal(data, into)
-	case http.StatusConflict:
-		var t task.Task
-		if json.Unmarshal(data, &t) == nil && t.ID != "" {
-			return &exitError{code: 1, err: fmt.Errorf("task %s rejected: %s", t.ID, t.LastOperation.Description)}
-		}
-	}
-	return fmt.Errorf("%s %s: %s: %s", method, path, resp.Status, strings.TrimSpace(string(data)))
+	return err
 }
