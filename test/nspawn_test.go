@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
@@ -470,17 +471,15 @@ func removeCgroup(dir string) error {
 		return nil
 	})
 	sort.Slice(dirs, func(i, j int) bool { return len(dirs[i]) > len(dirs[j]) })
-	deadline := time.Now().Add(10 * time.Second)
+	start := time.Now()
 	for _, d := range dirs {
-		for {
-			err := os.Remove(d)
-			if err == nil || errors.Is(err, fs.ErrNotExist) {
-				break
-			}
-			if time.Now().After(deadline) {
+		if _, err := eventually.Within(10*time.Second-time.Since(start), 50*time.Millisecond, func() error {
+			if err := os.Remove(d); err != nil && !errors.Is(err, fs.ErrNotExist) {
 				return err
 			}
-			time.Sleep(50 * time.Millisecond)
+			return nil
+		}); err != nil {
+			return err
 		}
 	}
 	return nil

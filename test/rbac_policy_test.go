@@ -27,6 +27,7 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/kube/druid"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 	"github.com/etcdlet/etcdlet/test/envtest"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
@@ -126,22 +127,19 @@ func refusal(err error, by string, says ...string) error {
 // what its absence lets through.
 func enforced(t *testing.T, what, by string, probe func(context.Context) error) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	if _, err := eventually.Within(30*time.Second, 100*time.Millisecond, func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+		defer cancel()
 		err := probe(ctx)
-		cancel()
-		if err != nil && strings.Contains(err.Error(), by) {
-			return
+		switch {
+		case err == nil:
+			return errors.New("the probe (a dry run) was allowed")
+		case !strings.Contains(err.Error(), by):
+			return err
 		}
-		if time.Now().After(deadline) {
-			if err == nil {
-				err = errors.New("the probe (a dry run) was allowed")
-			}
-			t.Errorf("%s: not within 30s: %v", what, err)
-			return
-		}
-		time.Sleep(100 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Errorf("%s: not within 30s: %v", what, err)
 	}
 }
 

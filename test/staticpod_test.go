@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/etcdlet/etcdlet/daemon/manifest"
+	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod/manifest"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 // gated takes snapshots only when the test lets it, and counts them.
@@ -80,13 +81,7 @@ func TestCoalesceSharesOneSnapshotInFlight(t *testing.T) {
 	impatient, cancel := context.WithCancel(t.Context())
 	first := make(chan error, 1)
 	go func() { _, err := c.TakeSnapshot(impatient, kindDelta, false); first <- err }()
-	deadline := time.Now().Add(10 * time.Second)
-	for g.taken.Load() == 0 {
-		if time.Now().After(deadline) {
-			t.Fatal("the first request never started a snapshot")
-		}
-		time.Sleep(time.Millisecond)
-	}
+	eventually.True(t, 10*time.Second, "the first request starts a snapshot", func() bool { return g.taken.Load() > 0 })
 	var wg sync.WaitGroup
 	outs := make([]json.RawMessage, 50)
 	errs := make([]error, 50)
@@ -94,19 +89,12 @@ func TestCoalesceSharesOneSnapshotInFlight(t *testing.T) {
 		wg.Go(func() { outs[i], errs[i] = c.TakeSnapshot(t.Context(), kindDelta, false) })
 	}
 	co := c.(*coalescing)
-	for {
+	eventually.True(t, 10*time.Second, "the requests join the snapshot in flight", func() bool {
 		co.mu.Lock()
+		defer co.mu.Unlock()
 		f := co.flights[kindDelta+"/false"]
-		joined := f != nil && f.shared == len(outs)
-		co.mu.Unlock()
-		if joined {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the requests never joined the snapshot in flight")
-		}
-		time.Sleep(time.Millisecond)
-	}
+		return f != nil && f.shared == len(outs)
+	})
 	cancel()
 	if err := <-first; !errors.Is(err, context.Canceled) {
 		t.Errorf("the impatient caller got %v, want its own cancellation", err)

@@ -17,6 +17,7 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/internal/etcdtest"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 // The environment of the helper process TestAPausedHolderSendsNoCall runs.
@@ -91,17 +92,14 @@ func TestAPausedHolderSendsNoCall(t *testing.T) {
 		t.Fatal(err)
 	}
 	other := locker(t)
-	start := time.Now()
-	for {
-		if _, err := other.TryLock(context.Background(), endpoints, clusterID); err == nil {
-			break
-		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatal("the paused holder's lock was not taken over within 30s")
-		}
-		time.Sleep(100 * time.Millisecond)
+	took, err := eventually.Within(30*time.Second, 100*time.Millisecond, func() error {
+		_, err := other.TryLock(context.Background(), endpoints, clusterID)
+		return err
+	})
+	if err != nil {
+		t.Fatalf("the paused holder's lock was not taken over within 30s: %v", err)
 	}
-	t.Logf("another agent took the lock %s after the holder was paused", time.Since(start).Round(time.Millisecond))
+	t.Logf("another agent took the lock %s after the holder was paused", took.Round(time.Millisecond))
 	if _, err := fmt.Fprintln(stdin, "go"); err != nil {
 		t.Fatal(err)
 	}

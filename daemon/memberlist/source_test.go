@@ -1,6 +1,7 @@
 package memberlist
 
 import (
+	"errors"
 	"io"
 	"log/slog"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 // fileConfig is a node with secured etcd traffic (the certificate files
@@ -96,10 +98,12 @@ func TestWatchFollowsTheFileAndKeepsTheLastGoodList(t *testing.T) {
 
 	// A list that breaks the rules is rejected; the last good one stays.
 	write(t, path, "192.0.2.1\n192.0.2.2\n")
-	deadline := time.Now().Add(watchDeadline)
-	for rejected.Load() == 0 && time.Now().Before(deadline) {
-		time.Sleep(10 * time.Millisecond)
-	}
+	_, _ = eventually.Within(watchDeadline, 10*time.Millisecond, func() error {
+		if rejected.Load() == 0 {
+			return errors.New("not rejected yet")
+		}
+		return nil
+	})
 	if rejected.Load() != 1 || s.Err() == nil {
 		t.Fatalf("bad list not rejected (rejected=%d, err=%v)", rejected.Load(), s.Err())
 	}

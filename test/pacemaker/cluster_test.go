@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/runner"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 // A real two-node corosync + pacemaker cluster, one node per network
@@ -69,12 +70,10 @@ func nodeInit(dir, name string) int {
 		return fail("start corosync: %v", err)
 	}
 	// pacemakerd needs a running corosync; wait for its IPC to answer.
-	deadline := time.Now().Add(15 * time.Second)
-	for exec.Command("corosync-cmapctl", "totem.cluster_name").Run() != nil {
-		if time.Now().After(deadline) {
-			return fail("corosync did not come up")
-		}
-		time.Sleep(100 * time.Millisecond)
+	if _, err := eventually.Within(15*time.Second, 100*time.Millisecond, func() error {
+		return exec.Command("corosync-cmapctl", "totem.cluster_name").Run()
+	}); err != nil {
+		return fail("corosync did not come up: %v", err)
 	}
 	pacemakerd := exec.Command("pacemakerd", "-f")
 	pacemakerd.Env = append(os.Environ(), "PCMK_logfile="+filepath.Join(dir, "log", "pacemaker.log"))

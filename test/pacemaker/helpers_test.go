@@ -1,9 +1,9 @@
 package pacemaker
 
 import (
-	"bytes"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -13,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/etcdlet/etcdlet/internal/eventually"
+	"github.com/etcdlet/etcdlet/internal/proctest"
 )
 
 func run(t testing.TB, name string, args ...string) {
@@ -36,38 +39,33 @@ func randomHex(t testing.TB, n int) string {
 func waitChild(t testing.TB, pid int) int {
 	t.Helper()
 	path := fmt.Sprintf("/proc/%d/task/%d/children", pid, pid)
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
+	var child int
+	eventually.Nil(t, 10*time.Second, fmt.Sprintf("process %d starts a child", pid), func() error {
 		data, err := os.ReadFile(path)
-		if err == nil {
-			if fields := strings.Fields(string(data)); len(fields) > 0 {
-				child, err := strconv.Atoi(fields[0])
-				if err == nil {
-					return child
-				}
-			}
+		if err != nil {
+			return err
 		}
-		time.Sleep(20 * time.Millisecond)
-	}
-	t.Fatalf("process %d started no child within 10s", pid)
-	return 0
+		fields := strings.Fields(string(data))
+		if len(fields) == 0 {
+			return errors.New("no child yet")
+		}
+		child, err = strconv.Atoi(fields[0])
+		return err
+	})
+	return child
 }
 
 // waitGone waits until pid is gone or a zombie.
 func waitGone(t testing.TB, pid int, within time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(within)
-	for time.Now().Before(deadline) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return
+	if _, err := eventually.Within(within, 50*time.Millisecond, func() error {
+		if proctest.Alive(pid) {
+			return errors.New("still alive")
 		}
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Errorf("process %d still running %s after its namespace was killed", pid, within)
 	}
-	t.Errorf("process %d still running %s after its namespace was killed", pid, within)
 }
 
 func nsExists(name string) bool {

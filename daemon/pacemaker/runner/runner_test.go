@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config/trust/trusttest"
+	"github.com/etcdlet/etcdlet/internal/eventually"
+	"github.com/etcdlet/etcdlet/internal/proctest"
 )
 
 // The test binary doubles as the child process: with helperEnv set it
@@ -270,13 +272,12 @@ func TestExecKillsProcessGroup(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		go func() {
-			deadline := time.Now().Add(time.Minute)
-			for time.Now().Before(deadline) {
-				if _, err := os.Stat(pidFile); err == nil {
-					break
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			// At the deadline the cancel comes anyway, and the test
+			// fails on the tree it then finds.
+			_, _ = eventually.Within(time.Minute, 10*time.Millisecond, func() error {
+				_, err := os.Stat(pidFile)
+				return err
+			})
 			cancel()
 		}()
 		res, err := Exec{Timeout: 10 * time.Minute}.Run(ctx, cmd)
@@ -357,19 +358,14 @@ func TestExecBoundsStderrWithoutFailing(t *testing.T) {
 // awaiting its reaper).
 func waitGone(t *testing.T, pid int) {
 	t.Helper()
-	deadline := time.Now().Add(5 * time.Second)
-	for time.Now().Before(deadline) {
-		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return
+	if _, err := eventually.Within(5*time.Second, 20*time.Millisecond, func() error {
+		if proctest.Alive(pid) {
+			return errors.New("still alive")
 		}
-		// Field 3 is the state; the comm field before it is parenthesised.
-		if i := bytes.LastIndexByte(stat, ')'); i > 0 && len(stat) > i+2 && stat[i+2] == 'Z' {
-			return
-		}
-		time.Sleep(20 * time.Millisecond)
+		return nil
+	}); err != nil {
+		t.Errorf("grandchild %d still runs: the process group was not killed", pid)
 	}
-	t.Errorf("grandchild %d still runs: the process group was not killed", pid)
 }
 
 func TestCommandString(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/etcdlet/etcdlet/daemon/internal/etcdtest"
+	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 // A member that is removed while clients keep asking it for its Status
@@ -45,19 +46,12 @@ func TestStatusDuringRemovalDoesNotCrashTheProcess(t *testing.T) {
 			// etcd refuses the removal until every member has been
 			// connected for 5s.
 			cluster := pb.NewClusterClient(dial(t, other.ClientAddr))
-			deadline := time.Now().Add(30 * time.Second)
-			for {
+			eventually.Nil(t, 30*time.Second, "remove member", func() error {
 				removeCtx, removeDone := context.WithTimeout(context.Background(), 5*time.Second)
-				_, err = cluster.MemberRemove(removeCtx, &pb.MemberRemoveRequest{ID: victim.ID()})
-				removeDone()
-				if err == nil {
-					break
-				}
-				if time.Now().After(deadline) {
-					t.Fatalf("remove member: %v", err)
-				}
-				time.Sleep(200 * time.Millisecond)
-			}
+				defer removeDone()
+				_, err := cluster.MemberRemove(removeCtx, &pb.MemberRemoveRequest{ID: victim.ID()})
+				return err
+			})
 			select {
 			case <-victim.Etcd.Server.StopNotify():
 			case <-time.After(30 * time.Second):
