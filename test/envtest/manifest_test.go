@@ -18,7 +18,7 @@ import (
 // kubelet's mirror pod would be checked.
 func TestRenderedManifestsAreAccepted(t *testing.T) {
 	_, file, _, _ := runtime.Caller(0)
-	goldens, err := filepath.Glob(filepath.Join(filepath.Dir(file), "..", "..", "daemon", "manifest", "testdata", "*.yaml"))
+	goldens, err := filepath.Glob(filepath.Join(filepath.Dir(file), "..", "..", "daemon", "runtime", "staticpod", "manifest", "testdata", "*.yaml"))
 	if err != nil || len(goldens) == 0 {
 		t.Fatalf("no golden manifests found (%v)", err)
 	}
