@@ -10,6 +10,7 @@ require (
 	github.com/fsnotify/fsnotify v1.10.1
 	github.com/gardener/etcd-druid/api v0.38.1
 	github.com/go-logr/logr v1.4.4
+	github.com/klauspost/compress v1.20.1
 	github.com/openshift/api v0.0.0-20260813212709-d4bb0b443cb8
 	github.com/prometheus/client_golang v1.25.0
 	github.com/spf13/cobra v1.10.2

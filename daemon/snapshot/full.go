@@ -80,7 +80,12 @@ func TakeFull(ctx context.Context, cli *clientv3.Client, store Store, o Options)
 }
 
 func takeFull(ctx context.Context, cli *clientv3.Client, store Store, c Compression, tempDir string, s Snapshot) error {
-	f, err := os.CreateTemp(tempDir, "etcdlet-full-*.db")
+	// The temporary file holds the snapshot compressed: the stream is
+	// compressed as it arrives, while the next megabytes are received
+	// (readAhead), so a full snapshot takes about as long as the slower
+	// of etcd's stream and the compressor, not the two in turn. Nothing
+	// is stored before the trailer has been checked.
+	f, err := os.CreateTemp(tempDir, "etcdlet-full-*.db"+c.Suffix())
 	if err != nil {
 		return err
 	}
@@ -92,22 +97,27 @@ func takeFull(ctx context.Context, cli *clientv3.Client, store Store, c Compress
 	if err != nil {
 		return fmt.Errorf("start the snapshot stream: %w", err)
 	}
-	defer rc.Close()
+	ahead := readAhead(rc, 8, 1<<20)
+	defer ahead.Close()
 	w := bufio.NewWriterSize(f, 1<<20)
+	zw := c.compressor(w)
 	t := newTrailerHash()
-	if _, err := io.Copy(io.MultiWriter(w, t), rc); err != nil {
+	if _, err := io.Copy(io.MultiWriter(zw, t), ahead); err != nil {
 		return fmt.Errorf("receive the snapshot: %w", err)
-	}
-	if err := w.Flush(); err != nil {
-		return err
 	}
 	if err := t.verifyDB(); err != nil {
 		return fmt.Errorf("the snapshot received from etcd is corrupt: %w", err)
 	}
+	if err := zw.Close(); err != nil {
+		return fmt.Errorf("compress the snapshot: %w", err)
+	}
+	if err := w.Flush(); err != nil {
+		return err
+	}
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
-	return putCompressed(ctx, store, s, c, f)
+	return store.Put(ctx, s, f)
 }
 
 // currentRevision is the cluster's revision now. BR reads it with
