@@ -139,3 +139,25 @@ func TestDoReportsEveryFailedAttempt(t *testing.T) {
 		t.Errorf("reported %v, want %v", got, want)
 	}
 }
+
+// LearnerNotReady knows etcd's refusal in the forms the client returns it
+// (the client's error, the server's gRPC status) and nothing else: the
+// node tries such a promotion again soon instead of backing off.
+func TestLearnerNotReady(t *testing.T) {
+	for _, tt := range []struct {
+		err  error
+		want bool
+	}{
+		{rpctypes.ErrMemberLearnerNotReady, true},
+		{rpctypes.ErrGRPCLearnerNotReady, true},
+		{nil, false},
+		{rpctypes.ErrGRPCTooManyLearners, false},
+		{rpctypes.ErrGRPCMemberNotLearner, false},
+		{status.Error(codes.Unavailable, "connection refused"), false},
+		{errors.New("can only promote a learner member"), false},
+	} {
+		if got := LearnerNotReady(tt.err); got != tt.want {
+			t.Errorf("LearnerNotReady(%v) = %v, want %v", tt.err, got, tt.want)
+		}
+	}
+}

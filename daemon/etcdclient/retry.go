@@ -75,18 +75,20 @@ func Do(ctx context.Context, p Policy, op Op, call func(ctx context.Context) err
 		if !p.sleep(ctx, wait) {
 			return res
 		}
-		if !catchingUp(res.Err) {
+		if !LearnerNotReady(res.Err) {
 			backoff = min(backoff*2, p.MaxBackoff)
 		}
 	}
 	return res
 }
 
-// catchingUp: a learner that is not in sync yet usually is within
-// milliseconds of its start, so its promotion is retried at the same
-// short interval rather than at a growing one (which would add tens of
-// milliseconds to every join). A learner that needs longer (a large
-// snapshot) uses up the attempts; the next pass tries again.
-func catchingUp(err error) bool {
+// LearnerNotReady reports etcd's refusal to promote a learner that is
+// not in sync with the leader yet, a promotion etcd allows the moment it
+// is. A learner usually is within milliseconds of its start, so its
+// promotion is retried at the same short interval rather than at a
+// growing one (which would add tens of milliseconds to every join). A
+// learner that needs longer (a large keyspace to copy) uses up the
+// attempts; the node's next pass comes soon and tries again.
+func LearnerNotReady(err error) bool {
 	return err != nil && rpctypes.ErrorDesc(err) == rpctypes.ErrorDesc(rpctypes.ErrGRPCLearnerNotReady)
 }

@@ -36,6 +36,13 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		// the removal, an add by the promotion.
 		n.settling = 0
 		return 0, true
+	case res.Acted != nil && res.Acted.Kind == membership.ActionPromote && etcdclient.LearnerNotReady(res.Result.Err):
+		// The learner is still copying the keyspace. etcd allows the
+		// promotion the moment it is in sync, so the next try comes at a
+		// steady short pace rather than backing off: however long a
+		// large keyspace takes to copy, the learner is promoted within
+		// moments of being in sync, not a reconcile interval later.
+		return catchUpRetry, false
 	case res.Acted != nil:
 		return n.settle(), false
 	case waitsFor(res.Plan, membership.WaitLearnerNotStarted):
@@ -51,6 +58,11 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 	}
 	return interval, true
 }
+
+// catchUpRetry is how soon a promotion that etcd refused because the
+// learner is still catching up is tried again. Each try is a pass that
+// observes, takes the writer lock and tries for a few seconds itself.
+const catchUpRetry = 100 * time.Millisecond
 
 // changed counts a membership call and wakes the agent of the node the
 // change concerns, so that a node added as a learner starts its member at
