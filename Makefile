@@ -91,7 +91,9 @@ demo: build
 # Membership latency (members-file write to the change seen), idle CPU and
 # RSS (embedded and static-pod runtimes), the static-pod runtime's render and
 # start to READY=1: each against a floor measured in the same run (see
-# docs/development.md); then the pacemaker Go benchmarks (ns/op, allocs/op);
+# docs/development.md); the same joins and leaves again with a keyspace of
+# 1 GiB (ETCDLET_BENCH_JOIN_MIB) that every join copies, about 12 minutes;
+# then the pacemaker Go benchmarks (ns/op, allocs/op);
 # then reporting to a real kube-apiserver: a pacemaker change to the stored
 # status against crm_mon's own run time, and API calls per minute per agent
 # at steady state (over ETCDLET_BENCH_WINDOW, default 1m); then a full
@@ -101,6 +103,7 @@ demo: build
 # Defragment call.
 bench:
 	$(ASSETS) && $(GO) run ./test/bench
+	$(GO) run ./test/bench -keyspace $${ETCDLET_BENCH_JOIN_MIB:-1024} -runs 3 -idle 10s -static-pod=false
 	$(GO) test -run '^$$' -bench . -benchmem ./daemon/pacemaker/
 	$(ASSETS) && $(GO) test -run '^$$' -bench PacemakerChange -benchtime 50x ./daemon/kube/
 	$(ASSETS) && $(GO) test -run '^$$' -bench SteadyState -benchtime 1x ./daemon/kube/

@@ -3,12 +3,9 @@ package snapshot_test
 import (
 	"context"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +16,7 @@ import (
 
 	"github.com/etcdlet/etcdlet/daemon/internal/etcdtest"
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
+	"github.com/etcdlet/etcdlet/test/harness"
 	"github.com/etcdlet/etcdlet/test/s3test"
 )
 
@@ -135,30 +133,9 @@ func BenchmarkFullSnapshot(b *testing.B) {
 }
 
 // fill writes about size bytes of values that compress like Kubernetes
-// objects do (3-4x), from a few writers at once.
+// objects do.
 func fill(b *testing.B, cli *clientv3.Client, size int) {
-	const valueSize = 8 << 10
-	n := size / valueSize
-	var wg sync.WaitGroup
-	errs := make(chan error, 8)
-	for w := range 8 {
-		wg.Go(func() {
-			r := rand.New(rand.NewPCG(uint64(w), 1))
-			for i := w; i < n; i += 8 {
-				var v strings.Builder
-				for v.Len() < valueSize {
-					fmt.Fprintf(&v, `{"name":"pod-%x","uid":"%016x","phase":"Running"},`, r.Uint32(), r.Uint64())
-				}
-				if _, err := cli.Put(context.Background(), fmt.Sprintf("/registry/pods/ns/%08d", i), v.String()[:valueSize]); err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	for err := range errs {
+	if err := harness.Fill(context.Background(), cli, size); err != nil {
 		b.Fatal(err)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"time"
@@ -128,7 +129,7 @@ func clientURLs(c *harness.Cluster) []string {
 // runtime), three listed, through the cycles. Then it measures the idle
 // cost of the three members' agents (each an agent with its etcd member
 // in-process).
-func measureAgents(t *tb, binary, dir string, runs int, idle time.Duration) (membershipFigures, usage) {
+func measureAgents(t *tb, binary, dir string, runs, keyspace int, idle time.Duration) (membershipFigures, usage) {
 	c := harness.NewCluster(t, binary, dir, harness.Options{Net: netAgents, Defaults: true,
 		Insecure: "measured against a floor of plain embedded etcd, so TLS would weigh on one side only"})
 	c.WriteMembers(1, 2, 3)
@@ -138,6 +139,7 @@ func measureAgents(t *tb, binary, dir string, runs int, idle time.Duration) (mem
 	}
 	obs := newObserver(t, clientURLs(c))
 	c.Wait(c.Client(), changeDeadline, 1, 2, 3)
+	fillKeyspace(t, obs, keyspace)
 
 	moves := map[int]int{}
 	cy := &cycle{t: t, c: c, obs: obs, write: c.WriteMembers, settled: func(left int) {
@@ -164,6 +166,16 @@ func measureAgents(t *tb, binary, dir string, runs int, idle time.Duration) (mem
 	}
 	time.Sleep(warmDown)
 	return f, idleUsage(t, pids, idle)
+}
+
+// fillKeyspace writes mib MiB into the cluster before the cycles start.
+func fillKeyspace(t *tb, obs *observer, mib int) {
+	if mib == 0 {
+		return
+	}
+	start := time.Now()
+	t.check(harness.Fill(context.Background(), obs.cli, mib<<20), "fill the keyspace")
+	fmt.Printf("  wrote a keyspace of %d MiB in %s\n", mib, round(time.Since(start)))
 }
 
 func agentPIDs(c *harness.Cluster, ns ...int) []int {

@@ -167,7 +167,7 @@ func (f *floorCluster) spec(n int, initialCluster, state string, iteration int) 
 // measureFloor runs the floor through the same cycles as the agents,
 // timed the same way: from the members-file write to the same observation.
 // Then it measures the idle cost of the three members.
-func measureFloor(t *tb, dir string, runs int, idle time.Duration) (membershipFigures, usage) {
+func measureFloor(t *tb, dir string, runs, keyspace int, idle time.Duration) (membershipFigures, usage) {
 	self, err := os.Executable()
 	t.check(err, "find the benchmark's own executable")
 	c := harness.NewCluster(t, "", dir, harness.Options{Net: netFloor, Insecure: "the floor is plain embedded etcd"})
@@ -185,6 +185,7 @@ func measureFloor(t *tb, dir string, runs int, idle time.Duration) (membershipFi
 	obs := newObserver(t, clientURLs(c))
 	obs.waitVoters(3)
 	f.learnIDs()
+	fillKeyspace(t, obs, keyspace)
 	c.WriteMembers(1, 2, 3)
 
 	// The controller: on each event of the members file, add the nodes

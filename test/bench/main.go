@@ -34,6 +34,7 @@ func main() {
 	}
 	runs := flag.Int("runs", 5, "join/leave cycles per side, and agent restarts")
 	idle := flag.Duration("idle", time.Minute, "how long each idle CPU and RSS window lasts")
+	keyspace := flag.Int("keyspace", 0, "MiB written into each side's cluster before its join/leave cycles: every join then copies that keyspace")
 	limit := flag.Duration("limit", 30*time.Minute, "fail the benchmark if it has not finished by then")
 	keep := flag.Bool("keep", false, "keep the working directory (agent logs, data dirs) and print where it is")
 	staticPod := flag.Bool("static-pod", true, "measure the static-pod runtime too (false: membership and the embedded runtime only)")
@@ -57,7 +58,10 @@ func main() {
 		harness.EtcdBinary(t) // the static-pod part needs it: fail now, not after the rest
 	}
 
-	fmt.Printf("etcdlet benchmark on loopback: %d join/leave cycles per side, idle windows of %s\n", *runs, *idle)
+	if *keyspace < 0 {
+		t.Fatalf("-keyspace %d: want 0 or more MiB", *keyspace)
+	}
+	fmt.Printf("etcdlet benchmark on loopback: %d join/leave cycles per side, a keyspace of %d MiB, idle windows of %s\n", *runs, *keyspace, *idle)
 	fmt.Printf("agents run with etcdlet's defaults: agent.reconcileInterval %s, agent.logLevel %s, agent.logFormat %s, etcd.logLevel %s\n",
 		config.DefaultReconcileInterval, config.DefaultLogLevel, config.DefaultLogFormat, config.DefaultEtcdLogLevel)
 	fmt.Println("(set per agent: node.address, ports, listen addresses and directories, which place the agents but do not shape their work)")
@@ -65,9 +69,11 @@ func main() {
 
 	// Each part runs alone: the processes of one are stopped before the
 	// next starts.
-	var m membershipReport
-	t.section(func() { m.agents, m.agentsIdle = measureAgents(t, binary, filepath.Join(dir, "agents"), *runs, *idle) })
-	t.section(func() { m.floor, m.floorIdle = measureFloor(t, filepath.Join(dir, "floor"), *runs, *idle) })
+	m := membershipReport{keyspace: *keyspace}
+	t.section(func() {
+		m.agents, m.agentsIdle = measureAgents(t, binary, filepath.Join(dir, "agents"), *runs, *keyspace, *idle)
+	})
+	t.section(func() { m.floor, m.floorIdle = measureFloor(t, filepath.Join(dir, "floor"), *runs, *keyspace, *idle) })
 
 	var sp staticPodFigures
 	if *staticPod {
@@ -86,6 +92,7 @@ func main() {
 // membershipReport is what the membership and embedded-runtime part
 // measured on both sides.
 type membershipReport struct {
+	keyspace              int // MiB
 	agents, floor         membershipFigures
 	agentsIdle, floorIdle usage
 }

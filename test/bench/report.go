@@ -12,7 +12,7 @@ import (
 )
 
 func reportMembership(m membershipReport) {
-	fmt.Println("membership and the embedded runtime (etcd in the agent's process)")
+	fmt.Printf("membership and the embedded runtime (etcd in the agent's process), a keyspace of %d MiB\n", m.keyspace)
 	tw := table()
 	fmt.Fprintln(tw, "measure\tetcdlet\tfloor\tratio\t")
 	fmt.Fprintf(tw, "members-file write → the joining member seen a voter\t%s\t%s\t%s\t\n",
@@ -37,7 +37,8 @@ func reportMembership(m membershipReport) {
   every 20ms; the node that left is the one out in the next cycle. Before each change both sides wait 6s
   (etcd adds a member only once every voter has been connected for 5s). Both clocks start at the same
   members-file write (a temporary file renamed over the list) and stop when a MemberList, asked every 5ms
-  from the benchmark, shows the joining member a voter, or no longer shows the leader.
+  from the benchmark, shows the joining member a voter, or no longer shows the leader. With -keyspace, both
+  sides' clusters hold that many MiB (8 KiB values) before the first cycle, so every join copies them.
   etcdlet: four agents with etcdlet's defaults; an unlisted agent idles, a listed one's member joins as a
   learner and is promoted; an unlisted member is removed (a leader hands over first) and its data moved aside,
   once the list has held for agent.removalHoldDown (a list that flaps removes nobody): the row "beyond" is
