@@ -63,39 +63,21 @@ func (ra *readAheader) fill(r io.Reader) {
 }
 
 func (ra *readAheader) Read(p []byte) (int, error) {
-	for len(ra.rest) == 0 {
-		if ra.err != nil {
-			return 0, ra.err
-		}
-		if ra.cur != nil {
-			ra.free <- ra.cur[:cap(ra.cur)]
-			ra.cur = nil
-		}
-		c := <-ra.full
-		ra.cur, ra.rest, ra.err = c.buf, c.buf, c.err
+	if !ra.more() {
+		return 0, ra.err
 	}
 	n := copy(p, ra.rest)
 	ra.rest = ra.rest[n:]
 	return n, nil
 }
 
-// WriteTo hands whole chunks to w, sparing io.Copy a copy of each.
-func (ra *readAheader) WriteTo(w io.Writer) (int64, error) {
-	var total int64
-	for {
-		if len(ra.rest) > 0 {
-			n, err := w.Write(ra.rest)
-			total += int64(n)
-			ra.rest = ra.rest[n:]
-			if err != nil {
-				return total, err
-			}
-		}
+// more makes sure some of the stream is at hand in rest, taking the next
+// chunk when the current one is used up; false once the stream ended
+// (ra.err says how).
+func (ra *readAheader) more() bool {
+	for len(ra.rest) == 0 {
 		if ra.err != nil {
-			if errors.Is(ra.err, io.EOF) {
-				return total, nil
-			}
-			return total, ra.err
+			return false
 		}
 		if ra.cur != nil {
 			ra.free <- ra.cur[:cap(ra.cur)]
@@ -104,6 +86,24 @@ func (ra *readAheader) WriteTo(w io.Writer) (int64, error) {
 		c := <-ra.full
 		ra.cur, ra.rest, ra.err = c.buf, c.buf, c.err
 	}
+	return true
+}
+
+// WriteTo hands whole chunks to w, sparing io.Copy a copy of each.
+func (ra *readAheader) WriteTo(w io.Writer) (int64, error) {
+	var total int64
+	for ra.more() {
+		n, err := w.Write(ra.rest)
+		total += int64(n)
+		ra.rest = ra.rest[n:]
+		if err != nil {
+			return total, err
+		}
+	}
+	if errors.Is(ra.err, io.EOF) {
+		return total, nil
+	}
+	return total, ra.err
 }
 
 func (ra *readAheader) Close() error {

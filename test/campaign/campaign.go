@@ -150,14 +150,13 @@ func Run(t *testing.T, opts Options) Result {
 		cp.c.Start(n)
 	}
 	cp.killMidBootstrap()
-	cli := cp.client(cp.allHosts())
-	cp.cli = cli
-	if d, err := cp.converge(cli); err != nil {
+	cp.cli = cp.client(cp.allHosts())
+	if d, err := cp.converge(cp.cli); err != nil {
 		t.Fatalf("the first three hosts did not form a cluster: %v", err)
 	} else {
 		t.Logf("campaign seed %d: three hosts formed a cluster in %s", opts.Seed, d.Round(time.Millisecond))
 	}
-	cp.delays.carry(cp)
+	cp.delayProxiesCarry()
 	if cp.kube != nil {
 		cp.switchToResource()
 		t.Logf("every agent reads the list from the Etcd %s now", cp.kube.key)
@@ -178,13 +177,13 @@ func Run(t *testing.T, opts Options) Result {
 
 	cp.healAll()
 	cp.rollout(cp.list, false)
-	d, err := cp.converge(cli)
+	d, err := cp.converge(cp.cli)
 	cp.result.Convergence = d
 	if err != nil {
 		cp.violation(fmt.Sprintf("the agents did not converge to the list %v within %s after the faults stopped: %v", cp.list, convergeWithin, err))
 	}
 	w.halt()
-	cp.finalReads(cli, hist)
+	cp.finalReads(cp.cli, hist)
 	ops := hist.operations()
 	if rev := lastWrite(ops); !watched.caughtUp(rev, 30*time.Second) {
 		cp.violation(fmt.Sprintf("the watch did not deliver the last acknowledged write (revision %d) within 30s", rev))

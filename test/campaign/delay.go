@@ -77,10 +77,10 @@ func (d *delays) delay(n int, latency time.Duration) error {
 
 func (d *delays) undelay(n int) error { return d.procs[n].Process.Signal(syscall.SIGUSR2) }
 
-// carry fails the test unless every listed host's proxy carries peer
-// connections: a delay through a proxy that nothing goes through would
-// test nothing.
-func (d *delays) carry(cp *campaign) {
+// delayProxiesCarry fails the test unless every listed host's delay
+// proxy carries peer connections: a delay through a proxy that nothing
+// goes through would test nothing.
+func (cp *campaign) delayProxiesCarry() {
 	for _, n := range cp.list {
 		out, err := exec.Command("ip", "netns", "exec", cp.ns(n), "ss", "-Htn", "state", "established", fmt.Sprintf("( sport = :%d )", delayPort)).CombinedOutput()
 		if err != nil {
