@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
+	"fmt"
 	"net"
 	"net/url"
 	"path/filepath"
@@ -33,6 +34,7 @@ func TestRealEtcdTLS(t *testing.T) {
 	ipv6 := loopbackIPv6()
 	type member struct {
 		name       string
+		ip         string
 		layout     Layout
 		clientURL  string
 		clientURL6 string // on [::1], when the host has it
@@ -41,9 +43,15 @@ func TestRealEtcdTLS(t *testing.T) {
 	}
 	members := []*member{{name: "m0"}, {name: "m1"}}
 	var initial []string
-	for _, m := range members {
+	for i, m := range members {
 		m.layout = KubeadmLayout(filepath.Join(root, m.name, "pki", "etcd"))
-		addresses := []string{"127.0.0.1"}
+		// Each member has a loopback address of its own, with etcd's
+		// ports: no other test binds 127.61.0.0/24, and a port below the
+		// ephemeral range cannot be taken by an outgoing connection, as a
+		// port that was free a moment ago can (another package's tests,
+		// or one member dialling the other before it listens).
+		m.ip = fmt.Sprintf("127.61.0.%d", i+1)
+		addresses := []string{m.ip}
 		if ipv6 {
 			addresses = append(addresses, "::1")
 		}
@@ -54,10 +62,10 @@ func TestRealEtcdTLS(t *testing.T) {
 		if _, err := Install(ca.CA, set, m.layout, WriteOptions{Now: now}); err != nil {
 			t.Fatal(err)
 		}
-		m.clientURL = "https://" + freeAddr(t, "127.0.0.1")
-		m.peerURL = "https://" + freeAddr(t, "127.0.0.1")
+		m.clientURL = "https://" + net.JoinHostPort(m.ip, "2379")
+		m.peerURL = "https://" + net.JoinHostPort(m.ip, "2380")
 		if ipv6 {
-			m.clientURL6 = "https://" + freeAddr(t, "::1")
+			m.clientURL6 = "https://" + net.JoinHostPort("::1", strconv.Itoa(23790+i))
 		}
 		initial = append(initial, m.name+"="+m.peerURL)
 	}
@@ -88,7 +96,7 @@ func TestRealEtcdTLS(t *testing.T) {
 			t.Fatal(err)
 		}
 		m.etcd = e
-		t.Cleanup(e.Close)
+		t.Cleanup(func() { closeWithin(t, e, 30*time.Second) })
 	}
 	for _, m := range members {
 		select {
@@ -171,7 +179,7 @@ func TestRealEtcdTLS(t *testing.T) {
 			return conn.ConnectionState().PeerCertificates[0]
 		}
 		before := served()
-		set, err := Issue(ca.CA, Request{NodeName: m0.name, Addresses: addrs(t, "127.0.0.1"), Validity: 2 * time.Hour, KeyType: KeyRSA, Now: time.Now()}, Profiles())
+		set, err := Issue(ca.CA, Request{NodeName: m0.name, Addresses: addrs(t, m0.ip), Validity: 2 * time.Hour, KeyType: KeyRSA, Now: time.Now()}, Profiles())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -274,15 +282,21 @@ func profile(name string) Profile {
 	panic("no profile " + name)
 }
 
-// freeAddr returns host:port with a port that was free a moment ago.
-func freeAddr(t *testing.T, host string) string {
-	t.Helper()
-	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
-	if err != nil {
-		t.Fatal(err)
+// closeWithin stops an embedded member and fails the test if that takes
+// longer than limit: a member whose peer never started can wait in its
+// shutdown for a peer that will not answer, and a test must not hang on
+// its cleanup for the rest of the suite's time.
+func closeWithin(t *testing.T, e *embed.Etcd, limit time.Duration) {
+	done := make(chan struct{})
+	go func() {
+		e.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(limit):
+		t.Errorf("%s did not stop within %s", e.Config().Name, limit)
 	}
-	defer l.Close()
-	return net.JoinHostPort(host, strconv.Itoa(l.Addr().(*net.TCPAddr).Port))
 }
 
 func loopbackIPv6() bool {

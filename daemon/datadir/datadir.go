@@ -14,6 +14,9 @@ import (
 	"syscall"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
+	"go.etcd.io/etcd/server/v3/storage/schema"
+
 	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
@@ -22,12 +25,13 @@ type Contents struct {
 	// WAL: a write-ahead log, the point from which etcd ignores
 	// --initial-cluster* and restarts the member it holds.
 	WAL bool
-	// Backend: member/snap/db, the key-value store.
+	// Backend: member/snap/db, the key-value store. Without a WAL, only a
+	// backend that applied something counts (unusedBackend).
 	Backend bool
 }
 
 // HasData reports whether the data dir holds anything of a member: a
-// backend without a WAL (an interrupted start, a copy gone wrong) is data
+// backend without a WAL (a copy gone wrong, a restore cut short) is data
 // too, and must be moved aside before the node joins as a new member.
 func (c Contents) HasData() bool { return c.WAL || c.Backend }
 
@@ -43,12 +47,44 @@ func Inspect(dataDir string) (Contents, error) {
 			c.WAL = true
 		}
 	}
-	if _, err := os.Lstat(filepath.Join(dataDir, "member", "snap", "db")); err == nil {
-		c.Backend = true
+	db := filepath.Join(dataDir, "member", "snap", "db")
+	if _, err := os.Lstat(db); err == nil {
+		c.Backend = c.WAL || !unusedBackend(db)
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return c, fmt.Errorf("inspect data dir %s: %w", dataDir, err)
 	}
 	return c, nil
+}
+
+// unusedBackend reports whether the backend at db never applied a raft
+// entry and holds no key: what etcd leaves when its first start on an
+// empty data dir fails before it writes its WAL (it creates the backend
+// first, then asks its peers for the cluster, which a join that comes
+// too early fails: "incompatible with current running cluster" while
+// the new cluster has not decided its version). etcd starts on such a
+// backend as on an empty data dir, so it is no member's data: moving it
+// aside would only count a move a moment of bad timing caused against
+// etcd.moveAsideLimit, at every retry. Anything it cannot read for
+// certain counts as used: a backend another process holds (the lock is
+// not granted at once), or one bbolt does not open.
+func unusedBackend(db string) bool {
+	b, err := bolt.Open(db, 0o400, &bolt.Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
+	if err != nil {
+		return false
+	}
+	defer b.Close()
+	unused := false
+	err = b.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket(schema.Meta.Name()); meta != nil && meta.Get(schema.MetaConsistentIndexKeyName) != nil {
+			return nil // applied at least one entry (index 0 is never written)
+		}
+		if keys := tx.Bucket(schema.Key.Name()); keys != nil && keys.Stats().KeyN > 0 {
+			return nil
+		}
+		unused = true
+		return nil
+	})
+	return err == nil && unused
 }
 
 // HasWAL reports whether dataDir holds a write-ahead log.

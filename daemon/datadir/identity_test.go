@@ -2,13 +2,17 @@ package datadir
 
 import (
 	"errors"
+	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
 
+	bolt "go.etcd.io/bbolt"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -22,7 +26,7 @@ func TestReadIdentityOfARealMember(t *testing.T) {
 	cfg := embed.NewConfig()
 	cfg.Dir = dir
 	cfg.LogLevel = "error"
-	peer, client := freeURL(t), freeURL(t)
+	peer, client := memberURL(1, 2380), memberURL(1, 2379)
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
 	cfg.InitialCluster = cfg.Name + "=" + peer.String()
@@ -48,12 +52,71 @@ func TestReadIdentityOfARealMember(t *testing.T) {
 	}
 }
 
-func freeURL(t *testing.T) url.URL {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+// memberURL is a URL on a loopback address of this package's own,
+// 127.62.0.0/24, with etcd's ports: no other test binds there, and a port
+// below the ephemeral range cannot be taken by an outgoing connection in
+// the moment between finding it free and binding it.
+func memberURL(host, port int) url.URL {
+	return url.URL{Scheme: "http", Host: net.JoinHostPort(fmt.Sprintf("127.62.0.%d", host), strconv.Itoa(port))}
+}
+
+// etcd creates its backend before it asks its peers for the cluster, so a
+// join that fails (here: no peer answers; in a campaign: the new
+// cluster had not decided its version yet) leaves member/snap/db without
+// a WAL. That backend is no member's data: the node must retry on it,
+// not move it aside (each retry would count against etcd.moveAsideLimit).
+// A backend that applied entries stays data without its WAL.
+func TestInspectTellsAFailedFirstStartFromData(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	peer, client := memberURL(2, 2380), memberURL(2, 2379)
+	absent := memberURL(3, 2380)
+	cfg := embed.NewConfig()
+	cfg.Dir, cfg.LogLevel = dir, "error"
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String() + ",absent=" + absent.String()
+	cfg.ClusterState = embed.ClusterStateFlagExisting
+	if e, err := embed.StartEtcd(cfg); err == nil {
+		e.Close()
+		t.Fatal("a join whose only peer does not answer started")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "member", "snap", "db")); err != nil {
+		t.Fatalf("the failed start left no backend, nothing to tell apart: %v", err)
+	}
+	c, err := Inspect(dir)
+	if err != nil || c.HasData() {
+		t.Fatalf("after a failed first start: %+v, %v; want no data", c, err)
+	}
+
+	// Held by another process (here: another open of it), the backend
+	// cannot be read for certain: it counts.
+	held, err := bolt.Open(filepath.Join(dir, "member", "snap", "db"), 0o600, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return url.URL{Scheme: "http", Host: l.Addr().String()}
+	if c, err := Inspect(dir); err != nil || !c.Backend {
+		t.Errorf("a backend held open elsewhere: %+v, %v; want data", c, err)
+	}
+	held.Close()
+
+	// etcd starts on it as on an empty data dir; what it then applies is
+	// data, also once the WAL is gone (a copy of the backend alone).
+	cfg.InitialCluster, cfg.ClusterState = cfg.Name+"="+peer.String(), embed.ClusterStateFlagNew
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatalf("etcd does not start on the backend a failed start left: %v", err)
+	}
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		e.Close()
+		t.Fatal("etcd not ready within 30s")
+	}
+	e.Close()
+	if err := os.Rename(filepath.Join(dir, "member", "wal"), filepath.Join(t.TempDir(), "wal")); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := Inspect(dir); err != nil || !c.HasData() || c.WAL {
+		t.Errorf("a backend that applied entries, without its WAL: %+v, %v; want data", c, err)
+	}
 }
