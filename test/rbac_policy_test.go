@@ -21,6 +21,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -46,23 +47,39 @@ const (
 	anyPolicy = "ValidatingAdmissionPolicy 'etcdlet-"
 )
 
-// clientAs returns clients of a new user of env, built the way the agent
-// builds its own (kube.NewClients from a kubeconfig).
-func clientAs(t *testing.T, env *envtest.Env, user string) (*kube.Clients, string) {
+// userClients are one user's clients: the agent's own (Agent, built as
+// the agent builds them: kube.NewClients from a kubeconfig), and a
+// controller-runtime client for the calls of other components (Client).
+type userClients struct {
+	Agent  *kube.Clients
+	Client client.Client
+}
+
+// clientAs returns the clients of a new user of env, and the kubeconfig
+// both use.
+func clientAs(t *testing.T, env *envtest.Env, user string) (userClients, string) {
 	t.Helper()
 	path := env.WriteKubeconfig(t, filepath.Join(t.TempDir(), "kubeconfig"), user)
-	c, err := kube.NewClients(config.Kubernetes{Kubeconfig: path, QPS: 50, Burst: 100})
+	agent, err := kube.NewClients(config.Kubernetes{Kubeconfig: path, QPS: 50, Burst: 100})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return c, path
+	rc, err := clientcmd.BuildConfigFromFlags("", path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := client.New(rc, client.Options{Scheme: env.Scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return userClients{Agent: agent, Client: c}, path
 }
 
 // renewAs renews the member Lease of ip through the agent's own code path
 // (druid.LeaseRenewer: a merge patch, a create when the Lease is missing)
 // with c's credentials.
-func renewAs(ctx context.Context, c client.Client, etcd *druidv1alpha1.Etcd, ip string) error {
-	r := &druid.LeaseRenewer{Client: c, Namespace: etcd.Namespace, EtcdName: etcd.Name, CallTimeout: 10 * time.Second,
+func renewAs(ctx context.Context, c userClients, etcd *druidv1alpha1.Etcd, ip string) error {
+	r := &druid.LeaseRenewer{Leases: c.Agent.Leases, Namespace: etcd.Namespace, EtcdName: etcd.Name, CallTimeout: 10 * time.Second,
 		PeerTLS: true, Tracker: kube.NewTracker("lease", nil, nil), Log: slog.New(slog.DiscardHandler), Now: time.Now,
 		Local: func(context.Context) (druid.LocalMember, error) {
 			return druid.LocalMember{IP: netip.MustParseAddr(ip), MemberID: 0xa1, ClusterID: 0xc1}, nil
@@ -214,12 +231,12 @@ func TestLeasePolicy(t *testing.T) {
 	}
 	names := "etcd-main-" + listed + ", etcd-main-full-snap, etcd-main-delta-snap"
 	checkLeaseWrites(t, "with the Etcd", []leaseWrite{
-		{"agent renews its member Lease", func(ctx context.Context) error { return renewAs(ctx, agent.Client, etcd, listed) }, "", nil},
+		{"agent renews its member Lease", func(ctx context.Context) error { return renewAs(ctx, agent, etcd, listed) }, "", nil},
 		{"agent renews the full snapshot Lease", func(ctx context.Context) error { return patchHolder(ctx, agent.Client, "etcd-main-full-snap") }, "", nil},
 		{"agent renews the delta snapshot Lease", func(ctx context.Context) error { return patchHolder(ctx, agent.Client, "etcd-main-delta-snap") }, "", nil},
-		{"agent renews the Lease of an unlisted address", func(ctx context.Context) error { return renewAs(ctx, agent.Client, etcd, unlisted) },
+		{"agent renews the Lease of an unlisted address", func(ctx context.Context) error { return renewAs(ctx, agent, etcd, unlisted) },
 			namesPolicy, []string{identity, "Leases of Etcd kube-system/etcd-main", names, "not kube-system/etcd-main-" + unlisted}},
-		{"agent creates the Lease of an unlisted address", func(ctx context.Context) error { return renewAs(ctx, agent.Client, etcd, "192.0.2.250") },
+		{"agent creates the Lease of an unlisted address", func(ctx context.Context) error { return renewAs(ctx, agent, etcd, "192.0.2.250") },
 			namesPolicy, []string{identity, names, "not kube-system/etcd-main-192.0.2.250"}},
 		{"agent patches kube-controller-manager's Lease", func(ctx context.Context) error { return patchHolder(ctx, agent.Client, "kube-controller-manager") },
 			anyPolicy, []string{identity, "not kube-system/kube-controller-manager"}},
@@ -388,8 +405,8 @@ func TestLeaseIdentityWithDruidWebhook(t *testing.T) {
 	checkAccess(t, env, druidIdentity, []access{{"update", "coordination.k8s.io", "leases", "", druidNamespace, "kube-controller-manager"}}, nil)
 
 	checkLeaseWrites(t, "webhook on", []leaseWrite{
-		{"the Etcd's ServiceAccount renews a member Lease", func(ctx context.Context) error { return renewAs(ctx, agent.Client, etcd, "192.0.2.1") }, "", nil},
-		{"another ServiceAccount with the same Role renews it", func(ctx context.Context) error { return renewAs(ctx, otherSA.Client, etcd, "192.0.2.1") },
+		{"the Etcd's ServiceAccount renews a member Lease", func(ctx context.Context) error { return renewAs(ctx, agent, etcd, "192.0.2.1") }, "", nil},
+		{"another ServiceAccount with the same Role renews it", func(ctx context.Context) error { return renewAs(ctx, otherSA, etcd, "192.0.2.1") },
 			druidWebhook, []string{"changes from service account " + other + " are disallowed", druidv1alpha1.DisableEtcdComponentProtectionAnnotation}},
 		{"the Etcd's ServiceAccount updates kube-controller-manager's Lease, as druid's Role allows", func(ctx context.Context) error { return renewAsKCM(ctx, agent.Client) },
 			anyPolicy, []string{"etcdlet (" + druidIdentity + ") may write only", "not kube-system/kube-controller-manager"}},
@@ -399,6 +416,6 @@ func TestLeaseIdentityWithDruidWebhook(t *testing.T) {
 	harness.Eventually(t, 60*time.Second, "an exempt ServiceAccount renews a member Lease", func() error {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
-		return renewAs(ctx, exemptSA.Client, etcd, "192.0.2.1")
+		return renewAs(ctx, exemptSA, etcd, "192.0.2.1")
 	})
 }

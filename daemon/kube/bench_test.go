@@ -40,6 +40,14 @@ func clients(b *testing.B, env *envtest.Env, k config.Kubernetes) *kube.Clients 
 	return c
 }
 
+func pacemakerClusters(b *testing.B, c *kube.Clients) kube.API {
+	r, err := c.PacemakerClusters(status.VersionV1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return r
+}
+
 // A pacemaker change reaching the API server: the CIB changes (healthy
 // and standby fixtures in turn, so crm_mon's output differs every time),
 // then one poll (the real crm_mon), the build and one write by the DC's
@@ -66,7 +74,7 @@ func BenchmarkPacemakerChangeToAPIServer(b *testing.B) {
 	// Without the client's rate limit: the agent makes one change per poll
 	// (15s), which never reaches it; a tight loop would measure the limit.
 	c := clients(b, env, config.Kubernetes{QPS: 1000, Burst: 1000})
-	w, err := pacemakercluster.New(pacemakercluster.Options{Client: c.Client, Version: status.VersionV1, NodeName: "master-0",
+	w, err := pacemakercluster.New(pacemakercluster.Options{Client: pacemakerClusters(b, c), Version: status.VersionV1, NodeName: "master-0",
 		Tracker: kube.NewTracker("PacemakerCluster", nil, nil), Log: discard})
 	if err != nil {
 		b.Fatal(err)
@@ -132,12 +140,12 @@ func BenchmarkSteadyStateAPICalls(b *testing.B) {
 
 	measure := map[string]func(*kube.Clients) func(context.Context){
 		"lease": func(c *kube.Clients) func(context.Context) {
-			r := &druid.LeaseRenewer{Client: c.Client, Namespace: "default", EtcdName: "etcd-main", CallTimeout: 10 * time.Second,
+			r := &druid.LeaseRenewer{Leases: c.Leases, Namespace: "default", EtcdName: "etcd-main", CallTimeout: 10 * time.Second,
 				Tracker: kube.NewTracker("lease", nil, nil), Log: discard, Now: time.Now,
 				Local: func(context.Context) (druid.LocalMember, error) {
 					return druid.LocalMember{IP: netip.MustParseAddr("192.0.2.1"), MemberID: 0x5fc4137847488191, ClusterID: 0x4f3833aed765c9b9}, nil
 				}}
-			w := &druid.EtcdWatcher{Client: c.Client, Key: types.NamespacedName{Namespace: "default", Name: "etcd-main"}, CallTimeout: 10 * time.Second,
+			w := &druid.EtcdWatcher{Etcds: c.Etcds, Key: types.NamespacedName{Namespace: "default", Name: "etcd-main"}, CallTimeout: 10 * time.Second,
 				Tracker: kube.NewTracker("etcd", nil, nil), Log: discard, Now: time.Now, OnEtcd: r.OnEtcd}
 			return func(ctx context.Context) {
 				go w.Run(ctx)
@@ -168,7 +176,11 @@ func writerLoop(built status.Object, dc bool) func(*kube.Clients) func(context.C
 		if dc {
 			node = "master-0"
 		}
-		w, err := pacemakercluster.New(pacemakercluster.Options{Client: c.Client, Version: status.VersionV1, NodeName: node,
+		pcs, err := c.PacemakerClusters(status.VersionV1)
+		if err != nil {
+			panic(err)
+		}
+		w, err := pacemakercluster.New(pacemakercluster.Options{Client: pcs, Version: status.VersionV1, NodeName: node,
 			Tracker: kube.NewTracker("PacemakerCluster", nil, nil), Log: discard})
 		if err != nil {
 			panic(err)

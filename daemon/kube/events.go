@@ -1,12 +1,13 @@
 package kube
 
 import (
+	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/tools/record"
 )
 
@@ -64,7 +65,7 @@ var eventCorrelation = record.CorrelatorOptions{BurstSize: 10, QPS: 1.0 / 300}
 // component "etcdlet" on host. Stop ends it.
 func NewEventRecorder(c *Clients, ref corev1.ObjectReference, host string) *EventRecorder {
 	b := record.NewBroadcasterWithCorrelatorOptions(eventCorrelation)
-	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: c.Core.CoreV1().Events("")})
+	b.StartRecordingToSink(eventSink{events: c.Events})
 	return &EventRecorder{
 		broadcaster: b,
 		recorder:    b.NewRecorder(c.Scheme, corev1.EventSource{Component: "etcdlet", Host: host}),
@@ -102,4 +103,35 @@ func (r *EventRecorder) Reference() string {
 		return fmt.Sprintf("%s %s", r.ref.Kind, r.ref.Name)
 	}
 	return fmt.Sprintf("%s %s/%s", r.ref.Kind, r.ref.Namespace, r.ref.Name)
+}
+
+// eventSink is record.EventSink over the events Resource: what client-go's
+// clientset-based sink does (create, update, strategic-merge patch of a
+// correlated series), in the Event's own namespace. The broadcaster calls
+// it from its own goroutine and bounds nothing itself; callTimeout does.
+type eventSink struct{ events API }
+
+// eventCallTimeout bounds one write of an Event: a broadcaster stuck on an
+// API server that does not answer would hold every Event behind it.
+const eventCallTimeout = 10 * time.Second
+
+func (s eventSink) Create(e *corev1.Event) (*corev1.Event, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), eventCallTimeout)
+	defer cancel()
+	out := e.DeepCopy()
+	return out, s.events.Create(ctx, e.Namespace, out, "")
+}
+
+func (s eventSink) Update(e *corev1.Event) (*corev1.Event, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), eventCallTimeout)
+	defer cancel()
+	out := e.DeepCopy()
+	return out, s.events.Update(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.Name}, out, "")
+}
+
+func (s eventSink) Patch(e *corev1.Event, data []byte) (*corev1.Event, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), eventCallTimeout)
+	defer cancel()
+	out := &corev1.Event{}
+	return out, s.events.Patch(ctx, types.NamespacedName{Namespace: e.Namespace, Name: e.Name}, types.StrategicMergePatchType, data, "", out)
 }

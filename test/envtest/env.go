@@ -15,6 +15,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crenvtest "sigs.k8s.io/controller-runtime/pkg/envtest"
 	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/kube"
 )
 
 // Options selects what the control plane serves besides the built-in types.
@@ -159,4 +162,16 @@ func checkLoopback(apiServerURL string, etcdURL *url.URL) error {
 		}
 	}
 	return nil
+}
+
+// AgentClients returns the agent's own clients (kube.NewClientsFor) as the
+// envtest administrator, rate limited as kubernetes.qps and burst set by
+// default.
+func (e *Env) AgentClients(t testing.TB) *kube.Clients {
+	t.Helper()
+	c, err := kube.NewClientsFor(e.Config, config.Kubernetes{QPS: config.DefaultKubernetesQPS, Burst: config.DefaultKubernetesBurst})
+	if err != nil {
+		t.Fatalf("envtest: %v", err)
+	}
+	return c
 }

@@ -188,7 +188,7 @@ func TestLeaseRenewer(t *testing.T) {
 	now := time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)
 	local := LocalMember{IP: netip.MustParseAddr("192.0.2.1"), MemberID: 0xabc, ClusterID: 0xdef}
 	var localErr error
-	r := &LeaseRenewer{Client: env.Client, Namespace: "kube-system", EtcdName: "etcd-main", CallTimeout: 5 * time.Second,
+	r := &LeaseRenewer{Leases: env.AgentClients(t).Leases, Namespace: "kube-system", EtcdName: "etcd-main", CallTimeout: 5 * time.Second,
 		PeerTLS: true, Tracker: kube.NewTracker("lease", nil, nil), Log: discard, Now: func() time.Time { return now },
 		Local: func(context.Context) (LocalMember, error) { return local, localErr }}
 	lease := func() *coordinationv1.Lease {

@@ -16,7 +16,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdlet/etcdlet/daemon/kube"
 )
@@ -57,7 +56,8 @@ func (m LocalMember) HolderIdentity() string {
 
 // LeaseRenewer renews this member's Lease.
 type LeaseRenewer struct {
-	Client client.Client
+	// Leases reaches the member Leases (kube.Clients.Leases).
+	Leases kube.API
 	// Namespace and EtcdName name the Etcd resource; the name is known
 	// from the configuration before the resource itself is read.
 	Namespace   string
@@ -198,8 +198,7 @@ func (r *LeaseRenewer) renew(ctx context.Context, name, holder string, now time.
 	if err != nil {
 		return "", err
 	}
-	lease := &coordinationv1.Lease{ObjectMeta: metav1.ObjectMeta{Namespace: r.Namespace, Name: name}}
-	err = r.Client.Patch(ctx, lease, client.RawPatch(types.MergePatchType, patch))
+	err = r.Leases.Patch(ctx, types.NamespacedName{Namespace: r.Namespace, Name: name}, types.MergePatchType, patch, "", &coordinationv1.Lease{})
 	switch {
 	case apierrors.IsNotFound(err):
 		return r.create(ctx, name, holder, now)
@@ -227,7 +226,7 @@ func (r *LeaseRenewer) create(ctx context.Context, name, holder string, now time
 		OwnerReferences: []metav1.OwnerReference{druidv1alpha1.GetAsOwnerReference(e.ObjectMeta)},
 	}}
 	r.fill(lease, holder, now)
-	if err := r.Client.Create(ctx, lease); err != nil {
+	if err := r.Leases.Create(ctx, r.Namespace, lease, ""); err != nil {
 		return "", fmt.Errorf("create missing lease %s/%s: %w", r.Namespace, name, err)
 	}
 	r.Log.Info("member lease was missing; created it", "lease", name)

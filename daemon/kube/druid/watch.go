@@ -12,7 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdlet/etcdlet/daemon/kube"
 )
@@ -27,7 +26,8 @@ const watchTimeout = 5 * time.Minute
 // that RBAC can be limited to that one object) and watches it from there,
 // and hands every version it sees to OnEtcd, in order, from one goroutine.
 type EtcdWatcher struct {
-	Client      client.WithWatch
+	// Etcds reaches the Etcd resources (kube.Clients.Etcds).
+	Etcds       kube.API
 	Key         types.NamespacedName
 	CallTimeout time.Duration
 	Tracker     *kube.Tracker
@@ -66,15 +66,15 @@ func (w *EtcdWatcher) Run(ctx context.Context) {
 
 // nameSelector selects the one object: with it, list and watch are
 // authorised by an RBAC rule limited to resourceNames [name].
-func (w *EtcdWatcher) nameSelector() client.ListOption {
-	return client.MatchingFieldsSelector{Selector: fields.OneTermEqualSelector("metadata.name", w.Key.Name)}
+func (w *EtcdWatcher) nameSelector() string {
+	return fields.OneTermEqualSelector("metadata.name", w.Key.Name).String()
 }
 
 func (w *EtcdWatcher) list(ctx context.Context) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, w.CallTimeout)
 	defer cancel()
 	var l druidv1alpha1.EtcdList
-	if err := w.Client.List(ctx, &l, client.InNamespace(w.Key.Namespace), w.nameSelector()); err != nil {
+	if err := w.Etcds.List(ctx, w.Key.Namespace, metav1.ListOptions{FieldSelector: w.nameSelector()}, &l); err != nil {
 		return "", fmt.Errorf("list Etcd %s: %w", w.Key, err)
 	}
 	if len(l.Items) == 0 {
@@ -90,9 +90,7 @@ func (w *EtcdWatcher) watch(ctx context.Context, rv string) error {
 	ctx, cancel := context.WithTimeout(ctx, watchTimeout+w.CallTimeout)
 	defer cancel()
 	timeout := int64(watchTimeout / time.Second)
-	var l druidv1alpha1.EtcdList
-	wi, err := w.Client.Watch(ctx, &l, client.InNamespace(w.Key.Namespace), w.nameSelector(),
-		&client.ListOptions{Raw: &metav1.ListOptions{ResourceVersion: rv, TimeoutSeconds: &timeout}})
+	wi, err := w.Etcds.Watch(ctx, w.Key.Namespace, metav1.ListOptions{FieldSelector: w.nameSelector(), ResourceVersion: rv, TimeoutSeconds: &timeout})
 	if err != nil {
 		return fmt.Errorf("watch Etcd %s: %w", w.Key, err)
 	}

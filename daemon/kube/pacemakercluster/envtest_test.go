@@ -12,6 +12,7 @@ import (
 	etcdv1 "github.com/openshift/api/etcd/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdlet/etcdlet/daemon/kube"
@@ -35,6 +36,8 @@ func TestWriterV1alpha1(t *testing.T) {
 type fixture struct {
 	env     *envtest.Env
 	version string
+	// api is the agent's own client of the PacemakerCluster of version.
+	api kube.API
 }
 
 var scenarios = []struct {
@@ -53,6 +56,11 @@ var scenarios = []struct {
 
 func testWriter(t *testing.T, pv envtest.PacemakerVersion, version string) {
 	f := &fixture{env: envtest.Start(t, envtest.Options{PacemakerCluster: pv}), version: version}
+	api, err := f.env.AgentClients(t).PacemakerClusters(version)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.api = api
 	for _, sc := range scenarios {
 		t.Run(sc.name, func(t *testing.T) {
 			f.reset(t)
@@ -85,9 +93,9 @@ func (f *fixture) newObj() status.Object {
 
 // writer is a Writer on node with clock c, talking to the fixture's API
 // server through cl (the fixture's client when nil).
-func (f *fixture) writer(t *testing.T, node string, c *clock, cl client.Client) *Writer {
+func (f *fixture) writer(t *testing.T, node string, c *clock, cl kube.API) *Writer {
 	if cl == nil {
-		cl = f.env.Client
+		cl = f.api
 	}
 	return mustNew(t, writerOpts(cl, f.version, node, c))
 }
@@ -141,20 +149,20 @@ func (f *fixture) lastUpdated(t *testing.T) time.Time {
 
 // recording records the objects sent to Create.
 type recording struct {
-	client.Client
+	kube.API
 	mu      sync.Mutex
-	created []client.Object
+	created []status.Object
 }
 
-func (r *recording) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+func (r *recording) Create(ctx context.Context, namespace string, obj runtime.Object, fieldManager string) error {
 	r.mu.Lock()
-	r.created = append(r.created, obj.DeepCopyObject().(client.Object))
+	r.created = append(r.created, obj.DeepCopyObject().(status.Object))
 	r.mu.Unlock()
-	return r.Client.Create(ctx, obj, opts...)
+	return r.API.Create(ctx, namespace, obj, fieldManager)
 }
 
 func testCreateThenStatus(t *testing.T, f *fixture) {
-	rec := &recording{Client: f.env.Client}
+	rec := &recording{API: f.api}
 	c := newClock(t0.Add(1500 * time.Millisecond))
 	w := f.writer(t, "a", c, rec)
 	in := f.input(t, "a", true)
@@ -166,7 +174,7 @@ func testCreateThenStatus(t *testing.T, f *fixture) {
 	if len(rec.created) != 1 {
 		t.Fatalf("%d creates, want 1", len(rec.created))
 	}
-	if _, has, _ := status.FromObject(rec.created[0].(status.Object)); has {
+	if _, has, _ := status.FromObject(rec.created[0]); has {
 		t.Error("the singleton was created with a status; it must be created without and written through /status")
 	}
 	_, s, writer := f.stored(t)
@@ -271,7 +279,7 @@ func testRefused(t *testing.T, f *fixture) {
 		t.Run(tt.name, func(t *testing.T) {
 			f.reset(t)
 			ev := &events{}
-			o := writerOpts(f.env.Client, f.version, "a", newClock(t0))
+			o := writerOpts(f.api, f.version, "a", newClock(t0))
 			o.Recorder = ev
 			w := mustNew(t, o)
 			bad := Input{Built: built(t, f.version, cluster("a"), t0, tt.mutate), IsDC: true}

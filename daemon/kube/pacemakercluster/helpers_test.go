@@ -10,7 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/crmmon"
@@ -117,7 +118,7 @@ func offline(c *model.Cluster) *model.Cluster {
 func discardLog() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 // writerOpts are the options of a test writer on node with clock c.
-func writerOpts(cl client.Client, version, node string, c *clock) Options {
+func writerOpts(cl kube.API, version, node string, c *clock) Options {
 	now := time.Now
 	if c != nil {
 		now = c.Now
@@ -159,30 +160,35 @@ func sync1(t *testing.T, w *Writer, in Input, want string) {
 
 // noAPI is a client any call of which fails the test.
 type noAPI struct {
-	client.Client
+	kube.API
 	t *testing.T
 }
 
-func (c noAPI) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+func (c noAPI) Get(context.Context, types.NamespacedName, runtime.Object) error {
 	c.t.Error("unexpected API call: Get")
 	return fmt.Errorf("no API")
 }
 
-func (c noAPI) Create(context.Context, client.Object, ...client.CreateOption) error {
+func (c noAPI) Create(context.Context, string, runtime.Object, string) error {
 	c.t.Error("unexpected API call: Create")
 	return fmt.Errorf("no API")
 }
 
-func (c noAPI) Status() client.SubResourceWriter {
-	c.t.Error("unexpected API call: Status")
-	return nil
+func (c noAPI) Patch(context.Context, types.NamespacedName, types.PatchType, []byte, string, runtime.Object) error {
+	c.t.Error("unexpected API call: Patch")
+	return fmt.Errorf("no API")
+}
+
+func (c noAPI) UpdateStatus(context.Context, types.NamespacedName, runtime.Object, string) error {
+	c.t.Error("unexpected API call: UpdateStatus")
+	return fmt.Errorf("no API")
 }
 
 // failing is a client whose every call fails like an unreachable API
 // server.
-type failing struct{ client.Client }
+type failing struct{ kube.API }
 
-func (failing) Get(context.Context, client.ObjectKey, client.Object, ...client.GetOption) error {
+func (failing) Get(context.Context, types.NamespacedName, runtime.Object) error {
 	return errUnreachable
 }
 

@@ -6,7 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/internal/eventually"
@@ -14,15 +15,15 @@ import (
 
 // flaky fails the first failGets GETs like an unreachable API server.
 type flaky struct {
-	client.Client
+	kube.API
 	failGets atomic.Int32
 }
 
-func (f *flaky) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+func (f *flaky) Get(ctx context.Context, key types.NamespacedName, obj runtime.Object) error {
 	if f.failGets.Add(-1) >= 0 {
 		return errUnreachable
 	}
-	return f.Client.Get(ctx, key, obj, opts...)
+	return f.API.Get(ctx, key, obj)
 }
 
 // testRun drives the loop on the real clock with a one-second refresh: the
@@ -30,7 +31,7 @@ func (f *flaky) Get(ctx context.Context, key client.ObjectKey, obj client.Object
 // status is refreshed without further offers, and Run returns when its
 // context ends.
 func testRun(t *testing.T, f *fixture) {
-	cl := &flaky{Client: f.env.Client}
+	cl := &flaky{API: f.api}
 	cl.failGets.Store(2)
 	o := writerOpts(cl, f.version, "a", nil)
 	o.Now, o.RefreshInterval, o.StaleAfter = time.Now, time.Second, 10*time.Second

@@ -2,6 +2,7 @@ package pacemakercluster
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -9,9 +10,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/status"
@@ -255,14 +255,14 @@ func (w *Writer) get(ctx context.Context) (status.Object, error) {
 	defer cancel()
 	w.calls.get.Add(1)
 	obj := w.newObj()
-	err := w.o.Client.Get(ctx, client.ObjectKey{Name: status.ObjectName}, obj)
+	err := w.o.Client.Get(ctx, types.NamespacedName{Name: status.ObjectName}, obj)
 	switch {
 	case err == nil:
 		return obj, nil
+	case kube.IsResourceMissing(err):
+		return nil, fmt.Errorf("get PacemakerCluster %s/%s: %w (is the PacemakerCluster CRD of version %s installed?)", w.o.Version, status.ObjectName, err, w.o.Version)
 	case apierrors.IsNotFound(err):
 		return nil, nil
-	case meta.IsNoMatchError(err):
-		return nil, fmt.Errorf("get PacemakerCluster %s/%s: %w (is the PacemakerCluster CRD of version %s installed?)", w.o.Version, status.ObjectName, err, w.o.Version)
 	default:
 		return nil, fmt.Errorf("get PacemakerCluster %s/%s: %w", w.o.Version, status.ObjectName, err)
 	}
@@ -277,7 +277,7 @@ func (w *Writer) create(ctx context.Context) (status.Object, error) {
 	obj := w.newObj()
 	obj.SetName(status.ObjectName)
 	obj.SetAnnotations(map[string]string{WriterAnnotation: w.o.NodeName})
-	err := w.o.Client.Create(ctx, obj, client.FieldOwner(w.manager))
+	err := w.o.Client.Create(ctx, "", obj, w.manager)
 	switch {
 	case err == nil:
 		return obj, nil
@@ -295,15 +295,18 @@ func (w *Writer) claim(ctx context.Context, stored status.Object) (status.Object
 	ctx, cancel := context.WithTimeout(ctx, w.o.CallTimeout)
 	defer cancel()
 	w.calls.patch.Add(1)
-	obj := stored.DeepCopyObject().(status.Object)
-	patch := client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})
-	annotations := obj.GetAnnotations()
-	if annotations == nil {
-		annotations = map[string]string{}
+	// A JSON merge patch of the one annotation, with the resourceVersion
+	// read: the API server refuses it with a conflict if anything was
+	// written since.
+	patch, err := json.Marshal(map[string]any{"metadata": map[string]any{
+		"annotations":     map[string]string{WriterAnnotation: w.o.NodeName},
+		"resourceVersion": stored.GetResourceVersion(),
+	}})
+	if err != nil {
+		return nil, err
 	}
-	annotations[WriterAnnotation] = w.o.NodeName
-	obj.SetAnnotations(annotations)
-	err := w.o.Client.Patch(ctx, obj, patch, client.FieldOwner(w.manager))
+	obj := w.newObj()
+	err = w.o.Client.Patch(ctx, types.NamespacedName{Name: stored.GetName()}, types.MergePatchType, patch, w.manager, obj)
 	switch {
 	case err == nil:
 		return obj, nil
@@ -321,7 +324,7 @@ func (w *Writer) update(ctx context.Context, obj status.Object) error {
 	ctx, cancel := context.WithTimeout(ctx, w.o.CallTimeout)
 	defer cancel()
 	w.calls.update.Add(1)
-	err := w.o.Client.Status().Update(ctx, obj, client.FieldOwner(w.manager))
+	err := w.o.Client.UpdateStatus(ctx, types.NamespacedName{Name: obj.GetName()}, obj, w.manager)
 	switch {
 	case err == nil:
 		return nil

@@ -11,7 +11,6 @@ import (
 
 	etcdv1 "github.com/openshift/api/etcd/v1"
 	etcdv1alpha1 "github.com/openshift/api/etcd/v1alpha1"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/status"
@@ -34,9 +33,9 @@ var ErrRefused = errors.New("status refused before writing")
 
 // Options configure a Writer.
 type Options struct {
-	// Client reaches the API server; its scheme must have etcd.openshift.io
-	// v1 and v1alpha1.
-	Client client.Client
+	// Client reaches the PacemakerCluster resource of Version
+	// (kube.Clients.PacemakerClusters).
+	Client kube.API
 	// Version is status.VersionV1 or status.VersionV1alpha1.
 	Version string
 	// NodeName is this agent's pacemaker node name: the writer identity.

@@ -68,8 +68,8 @@ func New(cfg *config.Config, listRules func() config.ListRules, log *slog.Logger
 	if !k.Enabled() {
 		return r, nil
 	}
-	// client-go and controller-runtime log into the agent's log, warnings
-	// only (their retries of a missing API server would otherwise flood it).
+	// client-go logs into the agent's log, warnings only (its retries of a
+	// missing API server would otherwise flood it).
 	kube.SetLogger(slog.New(levelFloor{r.log.Handler(), slog.LevelWarn}))
 	c, err := kube.NewClients(k)
 	if err != nil {
@@ -86,18 +86,22 @@ func New(cfg *config.Config, listRules func() config.ListRules, log *slog.Logger
 	}
 	if e := k.Etcd; e != nil {
 		key := types.NamespacedName{Namespace: e.Namespace, Name: e.Name}
-		r.renewer = &druid.LeaseRenewer{Client: c.Client, Namespace: e.Namespace, EtcdName: e.Name, CallTimeout: k.CallTimeout,
+		r.renewer = &druid.LeaseRenewer{Leases: c.Leases, Namespace: e.Namespace, EtcdName: e.Name, CallTimeout: k.CallTimeout,
 			PeerTLS: cfg.Etcd.PeerScheme() == "https", Heartbeat: e.HeartbeatInterval,
 			Tracker: track("lease", "Lease "+e.Namespace+"/"+e.Name+"-<ip>"), Log: r.log, Now: time.Now}
 		if cfg.Members.Source == config.SourceEtcdResource {
 			r.keeper = &druid.AddressKeeper{Rules: listRules, Log: r.log, Recorder: r.events}
 		}
-		r.watcher = &druid.EtcdWatcher{Client: c.Client, Key: key, CallTimeout: k.CallTimeout,
+		r.watcher = &druid.EtcdWatcher{Etcds: c.Etcds, Key: key, CallTimeout: k.CallTimeout,
 			Tracker: track("etcd-resource", "Etcd "+key.String()+" (read)"), Log: r.log, Now: time.Now, OnEtcd: r.onEtcd}
 	}
 	if p := k.PacemakerCluster; p != nil {
+		pcs, err := c.PacemakerClusters(cfg.Pacemaker.APIVersion)
+		if err != nil {
+			return nil, err
+		}
 		r.pacemaker, err = pacemakercluster.New(pacemakercluster.Options{
-			Client: c.Client, Version: cfg.Pacemaker.APIVersion, NodeName: cmp.Or(p.NodeName, host),
+			Client: pcs, Version: cfg.Pacemaker.APIVersion, NodeName: cmp.Or(p.NodeName, host),
 			RefreshInterval: p.RefreshInterval, StaleAfter: p.StaleAfter, CallTimeout: k.CallTimeout,
 			Tracker:  track("pacemakercluster", "PacemakerCluster "+cfg.Pacemaker.APIVersion+" cluster (status)"),
 			Recorder: r.events, Log: r.log, Now: time.Now,
