@@ -7,6 +7,7 @@ package runtime
 import (
 	"context"
 	"maps"
+	"slices"
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/identity"
@@ -38,6 +39,14 @@ type Spec struct {
 	PeerTLS             config.TLSFiles
 	ExtraArgs           map[string]string
 	LogLevel            string
+}
+
+// Clone returns a copy of s that shares no slice or map with it.
+func (s Spec) Clone() Spec {
+	s.ListenPeerURLs = slices.Clone(s.ListenPeerURLs)
+	s.ListenClientURLs = slices.Clone(s.ListenClientURLs)
+	s.ExtraArgs = maps.Clone(s.ExtraArgs)
+	return s
 }
 
 // Status is what a runtime knows about the local member.

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"reflect"
 	"sync"
 	"time"
 
@@ -34,6 +35,14 @@ type Runtime struct {
 
 	mu       sync.Mutex
 	optedOut bool
+	// last is the spec Apply rendered last, and its bytes: the agent
+	// applies the same spec on every pass, and rendering it (a Pod built
+	// and marshalled to YAML) costs many times what finding the file
+	// unchanged does.
+	last struct {
+		spec runtime.Spec
+		data []byte
+	}
 }
 
 // New returns a static-pod runtime writing <manifestDir>/etcd.yaml.
@@ -57,7 +66,7 @@ func (r *Runtime) Render(spec runtime.Spec) ([]byte, error) {
 // dir. A manifest the operator took over (annotation
 // etcdlet.io/disable-protection) is left alone.
 func (r *Runtime) Apply(_ context.Context, spec runtime.Spec) error {
-	data, err := r.Render(spec)
+	data, err := r.rendered(spec)
 	if err != nil {
 		return err
 	}
@@ -83,6 +92,22 @@ func (r *Runtime) Apply(_ context.Context, spec runtime.Spec) error {
 		}
 	}
 	return nil
+}
+
+// rendered is Render(spec), from the last rendering when spec is the one
+// rendered last (Render depends on nothing else).
+func (r *Runtime) rendered(spec runtime.Spec) ([]byte, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.last.data != nil && reflect.DeepEqual(spec, r.last.spec) {
+		return r.last.data, nil
+	}
+	data, err := r.Render(spec)
+	if err != nil {
+		return nil, err
+	}
+	r.last.spec, r.last.data = spec.Clone(), data
+	return data, nil
 }
 
 // Stop takes the manifest away from the kubelet, which then stops etcd; the

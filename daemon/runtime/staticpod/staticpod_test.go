@@ -97,3 +97,31 @@ func TestApplyLeavesAnOperatorsManifest(t *testing.T) {
 		t.Error("Apply overwrote a manifest the operator took over")
 	}
 }
+
+// Apply renders a spec once and reuses the rendering while the spec stays
+// the same; a spec changed in place by its caller (a map or slice it
+// shares) is a new spec, and the manifest follows it.
+func TestApplyFollowsASpecChangedInPlace(t *testing.T) {
+	rt, spec, _, _ := setup(t)
+	ctx := context.Background()
+	if spec.ExtraArgs == nil {
+		spec.ExtraArgs = map[string]string{}
+	}
+	if err := rt.Apply(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	spec.ExtraArgs["quota-backend-bytes"] = "4294967296"
+	spec.ListenClientURLs[0] = "https://192.0.2.10:12379"
+	if err := rt.Apply(ctx, spec); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(rt.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"--quota-backend-bytes=4294967296", "https://192.0.2.10:12379"} {
+		if !strings.Contains(string(got), want) {
+			t.Errorf("the manifest lacks %s after the spec changed in place:\n%s", want, got)
+		}
+	}
+}
