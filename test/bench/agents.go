@@ -40,11 +40,16 @@ type membershipFigures struct {
 	// gap: the longest time a writer saw no write succeed while the
 	// leader left.
 	gap []time.Duration
+	// replace: members-file write → a voter that is not the leader traded
+	// for the node that is out: the node a voter and the voter gone.
+	replace []time.Duration
 }
 
-// cycle is one join-and-leave, the same on both sides: the node that is
-// out is listed and joins; then the leader is unlisted and leaves while a
-// writer writes. The node that left is the one out in the next cycle.
+// cycle is one join, leave and replace, the same on both sides: the node
+// that is out is listed and joins; then the leader is unlisted and leaves
+// while a writer writes; then one list write trades a member that is not
+// the leader for the node that left. The member traded away is the one
+// out in the next cycle.
 type cycle struct {
 	t     *tb
 	c     *harness.Cluster
@@ -92,11 +97,41 @@ func (cy *cycle) run(runs int, label string) membershipFigures {
 		w.Stop()
 		f.gap = append(f.gap, w.Report().MaxGap)
 		cy.settled(leader)
-		out = leader
-		fmt.Printf("  %-8s cycle %d: join %s, leader leaves %s, longest write gap %s\n", label, i+1,
-			round(f.join[i]), round(f.leave[i]), round(f.gap[i]))
+		took, gone := cy.replace(leader, stay)
+		f.replace = append(f.replace, took)
+		out = gone
+		fmt.Printf("  %-8s cycle %d: join %s, leader leaves %s, longest write gap %s, replace %s\n", label, i+1,
+			round(f.join[i]), round(f.leave[i]), round(f.gap[i]), round(f.replace[i]))
 	}
 	return f
+}
+
+// replace lists in (out of the cluster, its data moved aside) instead of
+// the first of members that does not lead, in one write, and times the
+// write until in is a voter and that member gone, and returns that time
+// and the member traded away, once it settled.
+func (cy *cycle) replace(in int, members []int) (time.Duration, int) {
+	leader := cy.nodeOf(cy.obs.leader())
+	gone := members[0]
+	if gone == leader {
+		gone = members[1]
+	}
+	if cy.prepare != nil {
+		cy.prepare(in)
+	}
+	list := append(slices.DeleteFunc(slices.Clone(members), func(n int) bool { return n == gone }), in)
+	slices.Sort(list)
+	time.Sleep(connectedSettle)
+	start := time.Now()
+	cy.write(list...)
+	done := cy.obs.waitFor(cy.c.PeerURL(in), voter)
+	// The member may have gone first: then this finds it gone at once.
+	if left := cy.obs.waitFor(cy.c.PeerURL(gone), absent); left.After(done) {
+		done = left
+	}
+	cy.obs.waitVoters(nodes - 1)
+	cy.settled(gone)
+	return done.Sub(start), gone
 }
 
 func (cy *cycle) nodeOf(peerURL string) int {

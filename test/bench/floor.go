@@ -189,17 +189,21 @@ func measureFloor(t *tb, dir string, runs, keyspace int, idle time.Duration) (me
 	c.WriteMembers(1, 2, 3)
 
 	// The controller: on each event of the members file, add the nodes
-	// that are new to it and remove those it no longer lists.
+	// that are new to it, then remove those it no longer lists (a
+	// replacement adds first, as etcdlet does: the cluster never has fewer
+	// voters than before).
 	listed := map[int]bool{1: true, 2: true, 3: true}
 	stopWatch := watchMembersFile(t, c.Members, func(list []string) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for n := 1; n <= nodes; n++ {
-			switch now := slices.Contains(list, c.IP(n)); {
-			case now && !listed[n]:
+			if slices.Contains(list, c.IP(n)) && !listed[n] {
 				listed[n] = true
 				f.add(n)
-			case !now && listed[n]:
+			}
+		}
+		for n := 1; n <= nodes; n++ {
+			if !slices.Contains(list, c.IP(n)) && listed[n] {
 				listed[n] = false
 				f.remove(n)
 			}

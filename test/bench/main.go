@@ -32,9 +32,9 @@ func main() {
 		runMember() // re-executed as a floor member
 		return
 	}
-	runs := flag.Int("runs", 5, "join/leave cycles per side, and agent restarts")
+	runs := flag.Int("runs", 5, "join, leave and replace cycles per side, and agent restarts")
 	idle := flag.Duration("idle", time.Minute, "how long each idle CPU and RSS window lasts")
-	keyspace := flag.Int("keyspace", 0, "MiB written into each side's cluster before its join/leave cycles: every join then copies that keyspace")
+	keyspace := flag.Int("keyspace", 0, "MiB written into each side's cluster before its cycles: every join then copies that keyspace")
 	limit := flag.Duration("limit", 30*time.Minute, "fail the benchmark if it has not finished by then")
 	keep := flag.Bool("keep", false, "keep the working directory (agent logs, data dirs) and print where it is")
 	staticPod := flag.Bool("static-pod", true, "measure the static-pod runtime too (false: membership and the embedded runtime only)")
@@ -61,7 +61,7 @@ func main() {
 	if *keyspace < 0 {
 		t.Fatalf("-keyspace %d: want 0 or more MiB", *keyspace)
 	}
-	fmt.Printf("etcdlet benchmark on loopback: %d join/leave cycles per side, a keyspace of %d MiB, idle windows of %s\n", *runs, *keyspace, *idle)
+	fmt.Printf("etcdlet benchmark on loopback: %d join, leave and replace cycles per side, a keyspace of %d MiB, idle windows of %s\n", *runs, *keyspace, *idle)
 	fmt.Printf("agents run with etcdlet's defaults: agent.reconcileInterval %s, agent.logLevel %s, agent.logFormat %s, etcd.logLevel %s\n",
 		config.DefaultReconcileInterval, config.DefaultLogLevel, config.DefaultLogFormat, config.DefaultEtcdLogLevel)
 	fmt.Println("(set per agent: node.address, ports, listen addresses and directories, which place the agents but do not shape their work)")

@@ -19,14 +19,16 @@ func reportMembership(m membershipReport) {
 		durations(m.agents.join), durations(m.floor.join), ratio(float64(median(m.agents.join)), float64(median(m.floor.join))))
 	fmt.Fprintf(tw, "members-file write → the leader seen gone\t%s\t%s\t%s\t\n",
 		durations(m.agents.leave), durations(m.floor.leave), ratio(float64(median(m.agents.leave)), float64(median(m.floor.leave))))
-	beyond := make([]time.Duration, len(m.agents.leave))
-	for i, d := range m.agents.leave {
-		beyond[i] = d - config.DefaultRemovalHoldDown
-	}
+	beyond := beyondHoldDown(m.agents.leave)
 	fmt.Fprintf(tw, "  the same, beyond agent.removalHoldDown (%s)\t%s\t%s\t%s\t\n", config.DefaultRemovalHoldDown,
 		durations(beyond), durations(m.floor.leave), ratio(float64(median(beyond)), float64(median(m.floor.leave))))
 	fmt.Fprintf(tw, "longest write gap while the leader leaves\t%s\t%s\t%s\t\n",
 		durations(m.agents.gap), durations(m.floor.gap), ratio(float64(median(m.agents.gap)), float64(median(m.floor.gap))))
+	fmt.Fprintf(tw, "members-file write → a member replaced (the new one a voter, the old gone)\t%s\t%s\t%s\t\n",
+		durations(m.agents.replace), durations(m.floor.replace), ratio(float64(median(m.agents.replace)), float64(median(m.floor.replace))))
+	replaceBeyond := beyondHoldDown(m.agents.replace)
+	fmt.Fprintf(tw, "  the same, beyond agent.removalHoldDown (%s)\t%s\t%s\t%s\t\n", config.DefaultRemovalHoldDown,
+		durations(replaceBeyond), durations(m.floor.replace), ratio(float64(median(replaceBeyond)), float64(median(m.floor.replace))))
 	fmt.Fprintf(tw, "idle CPU per node, %% of one core (agent with etcd | plain etcd)\t%s\t%s\t%s\t\n",
 		percents(m.agentsIdle.cpu), percents(m.floorIdle.cpu), ratio(mean(m.agentsIdle.cpu), mean(m.floorIdle.cpu)))
 	fmt.Fprintf(tw, "idle RSS per node (agent with etcd | plain etcd)\t%s\t%s\t%s\t\n",
@@ -34,19 +36,21 @@ func reportMembership(m membershipReport) {
 	tw.Flush()
 	fmt.Println(`  times: median (min–max) over the cycles. A cycle lists the node that is out (at first the 4th) and
   it joins; then it unlists the leader, which hands leadership over and leaves, while a writer puts a key
-  every 20ms; the node that left is the one out in the next cycle. Before each change both sides wait 6s
+  every 20ms; then one write lists the node that left instead of a member that does not lead (a replacement),
+  and that member is the one out in the next cycle. Before each change both sides wait 6s
   (etcd adds a member only once every voter has been connected for 5s). Both clocks start at the same
   members-file write (a temporary file renamed over the list) and stop when a MemberList, asked every 5ms
-  from the benchmark, shows the joining member a voter, or no longer shows the leader. With -keyspace, both
-  sides' clusters hold that many MiB (8 KiB values) before the first cycle, so every join copies them.
+  from the benchmark, shows the joining member a voter, or no longer shows the leader (a replacement: both).
+  With -keyspace, both sides' clusters hold that many MiB (8 KiB values) before the first cycle, so every
+  join copies them.
   etcdlet: four agents with etcdlet's defaults; an unlisted agent idles, a listed one's member joins as a
   learner and is promoted; an unlisted member is removed (a leader hands over first) and its data moved aside,
-  once the list has held for agent.removalHoldDown (a list that flaps removes nobody): the row "beyond" is
-  the leave less that hold-down, the agents' own cost.
+  once the list has held for agent.removalHoldDown (a list that flaps removes nobody): the rows "beyond" are
+  the leave and the replacement less that hold-down, the agents' own cost.
   floor: plain etcd processes with the same embedded configuration, and an fsnotify watch of the members
   file that on the write's event calls MemberAddAsLearner, hands a pre-started etcd process its spec and
-  calls MemberPromote every 10ms until etcd allows it; or asks the leaving member's Status, calls MoveLeader
-  when it leads, and MemberRemove. No agent.
+  calls MemberPromote every 10ms until etcd allows it; then asks each leaving member's Status, calls
+  MoveLeader when it leads, and MemberRemove. No agent.
   idle: CPU and RSS of each of the three members' nodes over one window after a 5s quiet period.`)
 	fmt.Println()
 }
@@ -139,4 +143,14 @@ func meanInt(bs []int64) float64 {
 		sum += b
 	}
 	return float64(sum) / float64(len(bs))
+}
+
+// beyondHoldDown is each time less agent.removalHoldDown: what a removal
+// costs beyond the wait that keeps a flapping list from removing anyone.
+func beyondHoldDown(ds []time.Duration) []time.Duration {
+	out := make([]time.Duration, len(ds))
+	for i, d := range ds {
+		out[i] = d - config.DefaultRemovalHoldDown
+	}
+	return out
 }

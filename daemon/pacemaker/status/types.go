@@ -28,8 +28,7 @@ const (
 const ObjectName = "cluster"
 
 // Object is what Build returns: a *etcdv1.PacemakerCluster or a
-// *etcdv1alpha1.PacemakerCluster. It satisfies controller-runtime's
-// client.Object.
+// *etcdv1alpha1.PacemakerCluster: a Kubernetes object with metadata.
 type Object interface {
 	runtime.Object
 	metav1.Object
