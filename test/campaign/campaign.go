@@ -169,7 +169,10 @@ func Run(t *testing.T, opts Options) Result {
 	}
 	watchCtx, stopWatch := context.WithCancel(context.Background())
 	defer stopWatch()
-	watched := watch(watchCtx, cp.client(cp.allHosts()))
+	watched, err := watch(watchCtx, cp.client(cp.allHosts()))
+	if err != nil {
+		t.Fatal(err)
+	}
 	cp.obs = cp.observe()
 	w.start()
 

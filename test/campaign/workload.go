@@ -181,16 +181,28 @@ type watcher struct {
 	done     chan struct{}
 }
 
-func watch(ctx context.Context, cli *clientv3.Client) *watcher {
+// watch starts following keyPrefix from the cluster's revision now, which
+// it reads before it returns: the workload starts after it, so every write
+// comes later. (A watch without a revision starts whenever its stream
+// reaches a member, and the first writes could come before that.)
+func watch(ctx context.Context, cli *clientv3.Client) (*watcher, error) {
+	var rev int64
+	if _, err := eventually.Within(30*time.Second, 100*time.Millisecond, func() error {
+		ctx, cancel := context.WithTimeout(ctx, callTimeout)
+		defer cancel()
+		resp, err := cli.Get(ctx, keyPrefix, clientv3.WithPrefix(), clientv3.WithCountOnly())
+		if err == nil {
+			rev = resp.Header.Revision
+		}
+		return err
+	}); err != nil {
+		return nil, fmt.Errorf("read the revision the watch starts from: %w", err)
+	}
 	w := &watcher{done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
-		rev := int64(0)
 		for ctx.Err() == nil {
-			opts := []clientv3.OpOption{clientv3.WithPrefix()}
-			if rev > 0 {
-				opts = append(opts, clientv3.WithRev(rev+1))
-			}
+			opts := []clientv3.OpOption{clientv3.WithPrefix(), clientv3.WithRev(rev + 1)}
 			for resp := range cli.Watch(clientv3.WithRequireLeader(ctx), keyPrefix, opts...) {
 				if err := resp.Err(); err != nil {
 					if errors.Is(err, context.Canceled) || ctx.Err() != nil {
@@ -217,7 +229,7 @@ func watch(ctx context.Context, cli *clientv3.Client) *watcher {
 			}
 		}
 	}()
-	return w
+	return w, nil
 }
 
 // caughtUp waits until the watch delivered an event at revision rev or
