@@ -108,7 +108,8 @@ func (r *EventRecorder) Reference() string {
 // eventSink is record.EventSink over the events Resource: what client-go's
 // clientset-based sink does (create, update, strategic-merge patch of a
 // correlated series), in the Event's own namespace. The broadcaster calls
-// it from its own goroutine and bounds nothing itself; callTimeout does.
+// it from its own goroutine and bounds no call itself; eventCallTimeout
+// does.
 type eventSink struct{ events API }
 
 // eventCallTimeout bounds one write of an Event: a broadcaster stuck on an
