@@ -50,8 +50,14 @@ type Resource struct {
 
 var _ API = Resource{}
 
+// collection is a request of verb to the resource in namespace.
+func (r Resource) collection(verb func() *rest.Request, namespace string) *rest.Request {
+	return verb().NamespaceIfScoped(namespace, r.namespaced).Resource(r.name)
+}
+
+// request is a request of verb to the object key names.
 func (r Resource) request(verb func() *rest.Request, key types.NamespacedName) *rest.Request {
-	return verb().NamespaceIfScoped(key.Namespace, r.namespaced).Resource(r.name).Name(key.Name)
+	return r.collection(verb, key.Namespace).Name(key.Name)
 }
 
 // Get implements API.
@@ -61,7 +67,7 @@ func (r Resource) Get(ctx context.Context, key types.NamespacedName, into runtim
 
 // Create implements API.
 func (r Resource) Create(ctx context.Context, namespace string, obj runtime.Object, fieldManager string) error {
-	return r.client.Post().NamespaceIfScoped(namespace, r.namespaced).Resource(r.name).
+	return r.collection(r.client.Post, namespace).
 		VersionedParams(&metav1.CreateOptions{FieldManager: fieldManager}, r.codec).
 		Body(obj).Do(ctx).Into(obj)
 }
@@ -88,15 +94,13 @@ func (r Resource) Patch(ctx context.Context, key types.NamespacedName, pt types.
 
 // List implements API.
 func (r Resource) List(ctx context.Context, namespace string, opts metav1.ListOptions, into runtime.Object) error {
-	return r.client.Get().NamespaceIfScoped(namespace, r.namespaced).Resource(r.name).
-		VersionedParams(&opts, r.codec).Do(ctx).Into(into)
+	return r.collection(r.client.Get, namespace).VersionedParams(&opts, r.codec).Do(ctx).Into(into)
 }
 
 // Watch implements API.
 func (r Resource) Watch(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
-	return r.client.Get().NamespaceIfScoped(namespace, r.namespaced).Resource(r.name).
-		VersionedParams(&opts, r.codec).Watch(ctx)
+	return r.collection(r.client.Get, namespace).VersionedParams(&opts, r.codec).Watch(ctx)
 }
 
 // IsResourceMissing reports whether err says the API server does not
