@@ -103,7 +103,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	// them there); the keeper of the Etcd resource's list reads them from it.
 	a.source = memberlist.New(cfg.ListRules(), log, st.AppliedList())
 	host, _ := os.Hostname()
-	if a.report, err = report.New(cfg, a.source.Rules, log, m, host); err != nil {
+	if a.report, err = report.New(report.SettingsFrom(cfg), a.source.Rules, log, m, host); err != nil {
 		pool.Close()
 		return nil, err
 	}
@@ -132,13 +132,13 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	c.peers.self = func() netip.Addr { return a.node.Self().IP }
 	// The tasks' etcd endpoints are the client URLs of the members of the
 	// list in force.
-	a.tasks, err = tasks.New(tasks.Options{Config: cfg, Log: log, Pool: pool, Metrics: m, Events: events, Node: host,
+	a.tasks, err = tasks.New(tasks.Options{Settings: tasks.SettingsFrom(cfg), Log: log, Pool: pool, Metrics: m, Events: events, Node: host,
 		Endpoints: func() []string { return membership.ClientURLs(a.node.Last().Desired) }})
 	if err != nil {
 		pool.Close()
 		return nil, err
 	}
-	a.certs = certs.NewWatch(cfg, log, m)
+	a.certs = certs.NewWatch(certs.CertTargets(cfg), log, m)
 	a.restarts = memberrestart.NewRequests()
 	a.tasks.Register(memberrestart.Type(memberrestart.Deps{Requests: a.restarts, Self: a.node.Self, Status: pool.Status,
 		Files: memberrestart.FilesFrom(cfg), CallTimeout: cfg.Agent.CallTimeout, Served: a.certs.Refresh}))

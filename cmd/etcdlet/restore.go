@@ -65,7 +65,7 @@ confirmation unless --yes.`,
 				fmt.Fprintf(out, "data dir moved aside to %s (kept); start etcdlet: this node joins the restored cluster once the restored node's agent adds it\n", orNothing(moved))
 				return nil
 			}
-			store, err := tasks.OpenSnapshotStore(cmd.Context(), cfg, true)
+			store, err := tasks.OpenSnapshotStore(cmd.Context(), cfg.Backup.Store, true)
 			if err != nil {
 				return err
 			}

@@ -118,9 +118,9 @@ type Watch struct {
 	warned  map[string]bool
 }
 
-// NewWatch watches the files CertTargets names for cfg.
-func NewWatch(cfg *config.Config, log *slog.Logger, m *metrics.Metrics) *Watch {
-	w := &Watch{targets: CertTargets(cfg), metrics: m, log: log.With("component", "certificates"), now: time.Now,
+// NewWatch watches targets (CertTargets of the configuration).
+func NewWatch(targets []pki.Target, log *slog.Logger, m *metrics.Metrics) *Watch {
+	w := &Watch{targets: targets, metrics: m, log: log.With("component", "certificates"), now: time.Now,
 		read: pki.ReadCertificate, failing: map[string]bool{}, warned: map[string]bool{}}
 	for _, t := range w.targets {
 		if !t.Optional {

@@ -17,7 +17,7 @@ import (
 // younger than the interval), and what keeps defrag and compaction at one
 // run per interval is a record in etcd of the last success.
 func (o *Service) schedule(ctx context.Context, wg *sync.WaitGroup) {
-	b, t := o.cfg.Backup.Schedule, o.cfg.Tasks
+	b, t := o.set.Backup.Schedule, o.set.Tasks
 	every := func(interval time.Duration, due func(context.Context) bool, req task.Request) {
 		if interval <= 0 {
 			return
@@ -136,9 +136,9 @@ func (o *Service) recordedDue(ctx context.Context, typ string, interval time.Dur
 		return false
 	}
 	defer cli.Close()
-	cctx, cancel := context.WithTimeout(ctx, o.cfg.Agent.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, o.set.CallTimeout)
 	defer cancel()
-	resp, err := cli.Get(cctx, etcdclient.ScheduleKey(o.cfg.Cluster.Name, typ))
+	resp, err := cli.Get(cctx, etcdclient.ScheduleKey(o.set.Cluster, typ))
 	if err != nil {
 		o.log.Warn("cannot read when the scheduled task last ran; it waits", "type", typ, "error", err)
 		return false
@@ -156,9 +156,9 @@ func (o *Service) record(ctx context.Context, typ string, at time.Time) {
 		return
 	}
 	defer cli.Close()
-	cctx, cancel := context.WithTimeout(ctx, o.cfg.Agent.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, o.set.CallTimeout)
 	defer cancel()
-	if _, err := cli.Put(cctx, etcdclient.ScheduleKey(o.cfg.Cluster.Name, typ), at.UTC().Format(time.RFC3339)); err != nil {
+	if _, err := cli.Put(cctx, etcdclient.ScheduleKey(o.set.Cluster, typ), at.UTC().Format(time.RFC3339)); err != nil {
 		o.log.Warn("cannot record the scheduled task's run; another agent may repeat it", "type", typ, "error", err)
 	}
 }

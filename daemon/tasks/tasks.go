@@ -42,7 +42,7 @@ import (
 // for `etcdlet task` and etcd-backup-restore's HTTP API on the node
 // address.
 type Service struct {
-	cfg     *config.Config
+	set     Settings
 	log     *slog.Logger
 	runner  *task.Runner
 	store   snapshot.Store // nil without backup.store
@@ -57,13 +57,28 @@ type Service struct {
 	scheduleWaiting atomic.Int32
 }
 
+// Settings are the parts of the configuration the task side reads.
+type Settings struct {
+	Cluster     string // cluster.name: the task lock's and the schedules' keys
+	StateDir    string // agent.stateDir: task records and the API's token
+	CallTimeout time.Duration
+	Backup      config.Backup
+	Tasks       config.Tasks
+}
+
+// SettingsFrom narrows a loaded configuration to the task side's settings.
+func SettingsFrom(cfg *config.Config) Settings {
+	return Settings{Cluster: cfg.Cluster.Name, StateDir: cfg.Agent.StateDir, CallTimeout: cfg.Agent.CallTimeout,
+		Backup: cfg.Backup, Tasks: cfg.Tasks}
+}
+
 // Options are what the task side works with.
 type Options struct {
-	Config  *config.Config
-	Log     *slog.Logger
-	Pool    *etcdclient.Pool
-	Metrics *metrics.Metrics
-	Events  kube.Recorder
+	Settings Settings
+	Log      *slog.Logger
+	Pool     *etcdclient.Pool
+	Metrics  *metrics.Metrics
+	Events   kube.Recorder
 	// Endpoints are the client URLs of the members of the list in force:
 	// the tasks' etcd endpoints.
 	Endpoints func() []string
@@ -75,45 +90,45 @@ type Options struct {
 // on the first start), the snapshot store, the handlers, and the runner
 // with the tasks a previous run left.
 func New(opts Options) (*Service, error) {
-	cfg, m, events := opts.Config, opts.Metrics, opts.Events
+	set, m, events := opts.Settings, opts.Metrics, opts.Events
 	log := opts.Log.With("component", "tasks")
-	if err := os.MkdirAll(cfg.Agent.StateDir, 0o700); err != nil {
+	if err := os.MkdirAll(set.StateDir, 0o700); err != nil {
 		return nil, fmt.Errorf("create state dir: %w", err)
 	}
-	token, err := ensureToken(cfg.Agent.StateDir)
+	token, err := ensureToken(set.StateDir)
 	if err != nil {
 		return nil, err
 	}
-	o := &Service{cfg: cfg, log: log, pool: opts.Pool, metrics: m, token: token,
-		survey: ops.Surveyor{Etcd: opts.Pool, Endpoints: opts.Endpoints, CallTimeout: cfg.Agent.CallTimeout, Log: log}}
+	o := &Service{set: set, log: log, pool: opts.Pool, metrics: m, token: token,
+		survey: ops.Surveyor{Etcd: opts.Pool, Endpoints: opts.Endpoints, CallTimeout: set.CallTimeout, Log: log}}
 	// No call to the store here: the agent starts the local member
 	// whether or not object storage answers.
-	store, err := OpenSnapshotStore(context.Background(), cfg, false)
+	store, err := OpenSnapshotStore(context.Background(), set.Backup.Store, false)
 	if err != nil {
 		return nil, err
 	}
 	o.store = store
-	if a := cfg.Backup.API; a.Port != 0 && a.TLS.CertFile != "" {
+	if a := set.Backup.API; a.Port != 0 && a.TLS.CertFile != "" {
 		info := transport.TLSInfo{CertFile: a.TLS.CertFile, KeyFile: a.TLS.KeyFile, TrustedCAFile: a.TLS.CAFile, ClientCertAuth: a.TLS.CAFile != ""}
 		if o.apiTLS, err = info.ServerConfig(); err != nil {
 			return nil, fmt.Errorf("backup.api.tls: %w", err)
 		}
 	}
-	compression, err := snapshot.ParseCompression(cfg.Backup.Compression)
+	compression, err := snapshot.ParseCompression(set.Backup.Compression)
 	if err != nil {
 		return nil, fmt.Errorf("backup.compression: %w", err)
 	}
 	reg := &task.Registry{}
 	reg.Register(ops.NewSnapshotType(ops.SnapshotDeps{Survey: o.survey, Store: store, Compression: compression,
-		TempDir: filepath.Join(cfg.Agent.StateDir, "tmp"), Log: log,
-		Retention: snapshot.Retention{Policy: cfg.Backup.Retention.Policy, KeepFull: cfg.Backup.Retention.KeepFull, MaxAge: cfg.Backup.Retention.MaxAge},
-	}, cfg.Tasks.SnapshotTimeout))
-	reg.Register(ops.NewDefragType(o.survey, ops.DefragOptions{Threshold: cfg.Tasks.Defrag.Threshold, CatchUp: time.Minute}, cfg.Tasks.Defrag.Timeout))
-	reg.Register(ops.NewCompactType(o.survey, cfg.Tasks.Compact.Retain, cfg.Tasks.Compact.Timeout))
+		TempDir: filepath.Join(set.StateDir, "tmp"), Log: log,
+		Retention: snapshot.Retention{Policy: set.Backup.Retention.Policy, KeepFull: set.Backup.Retention.KeepFull, MaxAge: set.Backup.Retention.MaxAge},
+	}, set.Tasks.SnapshotTimeout))
+	reg.Register(ops.NewDefragType(o.survey, ops.DefragOptions{Threshold: set.Tasks.Defrag.Threshold, CatchUp: time.Minute}, set.Tasks.Defrag.Timeout))
+	reg.Register(ops.NewCompactType(o.survey, set.Tasks.Compact.Retain, set.Tasks.Compact.Timeout))
 	o.runner = &task.Runner{
-		Registry: reg, Store: task.FileStore{State: state.Store{Dir: cfg.Agent.StateDir}}, Node: opts.Node, Log: log,
-		RequeueInterval: cfg.Tasks.RequeueInterval,
-		Locker: &etcdclient.TaskLocker{Key: etcdclient.TaskLockKey(cfg.Cluster.Name), TTL: cfg.Tasks.LockTTL, CallTimeout: cfg.Agent.CallTimeout,
+		Registry: reg, Store: task.FileStore{State: state.Store{Dir: set.StateDir}}, Node: opts.Node, Log: log,
+		RequeueInterval: set.Tasks.RequeueInterval,
+		Locker: &etcdclient.TaskLocker{Key: etcdclient.TaskLockKey(set.Cluster), TTL: set.Tasks.LockTTL, CallTimeout: set.CallTimeout,
 			Client: func() (*clientv3.Client, error) { return o.client() }},
 		OnTransition: func(t task.Task, from task.Phase) { o.transitioned(t, events) },
 	}
@@ -165,8 +180,7 @@ func orSource(s string) string {
 
 // OpenSnapshotStore opens the configured snapshot store; nil without one.
 // With check, an S3 store is asked at once whether its bucket opens.
-func OpenSnapshotStore(ctx context.Context, cfg *config.Config, check bool) (snapshot.Store, error) {
-	s := cfg.Backup.Store
+func OpenSnapshotStore(ctx context.Context, s config.BackupStore, check bool) (snapshot.Store, error) {
 	switch s.Provider {
 	case config.ProviderLocal:
 		return snapshot.NewLocalStore(s.Directory, s.Prefix)
@@ -211,16 +225,16 @@ func (o *Service) Start(ctx context.Context, wg *sync.WaitGroup) {
 // StartAPI serves etcd-backup-restore's API on the node address once it
 // is known; a failure to listen is retried on the next pass.
 func (o *Service) StartAPI(wg *sync.WaitGroup, node string) {
-	if o.api != nil || node == "" || o.cfg.Backup.API.Port == 0 {
+	if o.api != nil || node == "" || o.set.Backup.API.Port == 0 {
 		return
 	}
-	addr := net.JoinHostPort(node, strconv.Itoa(o.cfg.Backup.API.Port))
+	addr := net.JoinHostPort(node, strconv.Itoa(o.set.Backup.API.Port))
 	l, err := net.Listen("tcp", addr)
 	if err != nil {
 		o.log.Error("backup-restore API cannot listen; etcd-druid cannot order snapshots from this node", "address", addr, "error", err)
 		return
 	}
-	a := o.cfg.Backup.API
+	a := o.set.Backup.API
 	if nets := a.ClientNetworks(); len(nets) > 0 {
 		l = httpserve.AllowOnly(l, nets, o.log)
 	}
@@ -244,7 +258,7 @@ func (o *Service) Shutdown(ctx context.Context) {
 // that no rate of API requests starves the schedule; a busy slot is
 // BusyError (503 with Retry-After), not a failure.
 func (o *Service) TakeSnapshot(ctx context.Context, kind string, final bool) (json.RawMessage, error) {
-	retry := o.cfg.Tasks.RequeueInterval
+	retry := o.set.Tasks.RequeueInterval
 	if o.scheduleWaiting.Load() > 0 {
 		return nil, &backupapi.BusyError{Reason: "a scheduled task waits for the task slot; it goes first", RetryAfter: retry}
 	}

@@ -40,10 +40,10 @@ backup:
 	if err != nil {
 		t.Fatal(err)
 	}
-	if store, err := OpenSnapshotStore(context.Background(), cfg, false); err != nil || store == nil {
+	if store, err := OpenSnapshotStore(context.Background(), cfg.Backup.Store, false); err != nil || store == nil {
 		t.Fatalf("the agent's store: %v, want it set up without asking the server", err)
 	}
-	if _, err := OpenSnapshotStore(context.Background(), cfg, true); err == nil {
+	if _, err := OpenSnapshotStore(context.Background(), cfg.Backup.Store, true); err == nil {
 		t.Fatal("a checked store with no server answering: no error")
 	}
 }

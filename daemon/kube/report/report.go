@@ -37,7 +37,7 @@ const File = "reporting.json"
 // goroutine; nothing here is on the reconcile loop's path, which only
 // hands over facts (OfferPacemaker, Events).
 type Reporting struct {
-	cfg     *config.Config
+	set     Settings
 	log     *slog.Logger
 	host    string
 	clients *kube.Clients
@@ -59,12 +59,35 @@ type nopRecorder struct{}
 
 func (nopRecorder) Eventf(string, string, string, ...any) {}
 
+// Settings are the parts of the configuration the reporting reads.
+type Settings struct {
+	Kubernetes config.Kubernetes
+	// PeerTLS: the members' peer URLs are https (the Leases say so).
+	PeerTLS bool
+	// KeepsList: the list comes from the Etcd resource, whose list the
+	// reporting keeps (members.source etcd-resource).
+	KeepsList bool
+	// PacemakerAPIVersion is the PacemakerCluster version written.
+	PacemakerAPIVersion string
+	// Protection is protection.enabled: the Etcd's annotation may switch
+	// it.
+	Protection bool
+	StateDir   string // agent.stateDir: the reporting state for status
+}
+
+// SettingsFrom narrows a loaded configuration to the reporting's settings.
+func SettingsFrom(cfg *config.Config) Settings {
+	return Settings{Kubernetes: cfg.Kubernetes, PeerTLS: cfg.Etcd.PeerScheme() == "https",
+		KeepsList: cfg.Members.Source == config.SourceEtcdResource, PacemakerAPIVersion: cfg.Pacemaker.APIVersion,
+		Protection: cfg.Protection.On(), StateDir: cfg.Agent.StateDir}
+}
+
 // New builds the targets the kubernetes section asks for; without it,
 // only a recorder that drops Events. listRules returns the list rules in
 // force (they change with a reload).
-func New(cfg *config.Config, listRules func() config.ListRules, log *slog.Logger, m *metrics.Metrics, host string) (*Reporting, error) {
-	r := &Reporting{cfg: cfg, log: log.With("component", "kubernetes"), host: host, events: nopRecorder{}, dirty: make(chan struct{}, 1)}
-	k := cfg.Kubernetes
+func New(set Settings, listRules func() config.ListRules, log *slog.Logger, m *metrics.Metrics, host string) (*Reporting, error) {
+	r := &Reporting{set: set, log: log.With("component", "kubernetes"), host: host, events: nopRecorder{}, dirty: make(chan struct{}, 1)}
+	k := set.Kubernetes
 	if !k.Enabled() {
 		return r, nil
 	}
@@ -87,23 +110,23 @@ func New(cfg *config.Config, listRules func() config.ListRules, log *slog.Logger
 	if e := k.Etcd; e != nil {
 		key := types.NamespacedName{Namespace: e.Namespace, Name: e.Name}
 		r.renewer = &druid.LeaseRenewer{Leases: c.Leases, Namespace: e.Namespace, EtcdName: e.Name, CallTimeout: k.CallTimeout,
-			PeerTLS: cfg.Etcd.PeerScheme() == "https", Heartbeat: e.HeartbeatInterval,
+			PeerTLS: set.PeerTLS, Heartbeat: e.HeartbeatInterval,
 			Tracker: track("lease", "Lease "+e.Namespace+"/"+e.Name+"-<ip>"), Log: r.log, Now: time.Now}
-		if cfg.Members.Source == config.SourceEtcdResource {
+		if set.KeepsList {
 			r.keeper = &druid.AddressKeeper{Rules: listRules, Log: r.log, Recorder: r.events}
 		}
 		r.watcher = &druid.EtcdWatcher{Etcds: c.Etcds, Key: key, CallTimeout: k.CallTimeout,
 			Tracker: track("etcd-resource", "Etcd "+key.String()+" (read)"), Log: r.log, Now: time.Now, OnEtcd: r.onEtcd}
 	}
 	if p := k.PacemakerCluster; p != nil {
-		pcs, err := c.PacemakerClusters(cfg.Pacemaker.APIVersion)
+		pcs, err := c.PacemakerClusters(set.PacemakerAPIVersion)
 		if err != nil {
 			return nil, err
 		}
 		r.pacemaker, err = pacemakercluster.New(pacemakercluster.Options{
-			Client: pcs, Version: cfg.Pacemaker.APIVersion, NodeName: cmp.Or(p.NodeName, host),
+			Client: pcs, Version: set.PacemakerAPIVersion, NodeName: cmp.Or(p.NodeName, host),
 			RefreshInterval: p.RefreshInterval, StaleAfter: p.StaleAfter, CallTimeout: k.CallTimeout,
-			Tracker:  track("pacemakercluster", "PacemakerCluster "+cfg.Pacemaker.APIVersion+" cluster (status)"),
+			Tracker:  track("pacemakercluster", "PacemakerCluster "+set.PacemakerAPIVersion+" cluster (status)"),
 			Recorder: r.events, Log: r.log, Now: time.Now,
 		})
 		if err != nil {
@@ -144,7 +167,7 @@ func (r *Reporting) ListVerdict() (keeps bool, err error) {
 // files etcdlet renders (static-pod runtime only).
 func (r *Reporting) SetGuard(g *protect.Guard) {
 	if g != nil && r.watcher != nil {
-		r.protection = &druid.ProtectionSwitch{Guard: g, Configured: r.cfg.Protection.On(), Log: r.log, Recorder: r.events}
+		r.protection = &druid.ProtectionSwitch{Guard: g, Configured: r.set.Protection, Log: r.log, Recorder: r.events}
 	}
 }
 
@@ -214,7 +237,7 @@ const persistEvery = 5 * time.Second
 // persist keeps File current for `etcdlet status`, at most every
 // persistEvery, and once more when the agent stops.
 func (r *Reporting) persist(ctx context.Context) {
-	store := state.Store{Dir: r.cfg.Agent.StateDir}
+	store := state.Store{Dir: r.set.StateDir}
 	write := func() {
 		if err := store.WriteJSON(File, r.States()); err != nil {
 			r.log.Warn("reporting state not saved for etcdlet status", "file", File, "error", err)
@@ -277,7 +300,7 @@ func (r *Reporting) OfferPacemaker(snap pacemaker.Snapshot, built status.Object,
 	}
 	in := pacemakercluster.Input{Built: built}
 	if c := snap.Cluster; c != nil {
-		local := r.cfg.Kubernetes.PacemakerCluster.NodeName
+		local := r.set.Kubernetes.PacemakerCluster.NodeName
 		if local == "" {
 			local = pacemakercluster.LocalNode(c, self, r.host)
 		}
