@@ -234,6 +234,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.node.Progress()
 		case <-a.wakes.C():
 			a.node.Progress()
+		case <-a.node.ListsChanged():
+			a.node.Progress()
 		case req := <-a.restarts.C():
 			a.restartMember(ctx, req)
 		case <-timer.C:

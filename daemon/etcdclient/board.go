@@ -18,8 +18,14 @@ type Board interface {
 	Post(ctx context.Context, endpoints []string, clusterID uint64, key string, value []byte) (int64, error)
 	// Record puts value at key, for good.
 	Record(ctx context.Context, endpoints []string, clusterID uint64, key string, value []byte) error
-	// Read returns every key under prefix with its value, linearizably.
-	Read(ctx context.Context, endpoints []string, clusterID uint64, prefix string) (map[string][]byte, error)
+	// Read returns every key under prefix with its value, linearizably,
+	// and the revision it read at.
+	Read(ctx context.Context, endpoints []string, clusterID uint64, prefix string) (map[string][]byte, int64, error)
+	// Watch calls changed with the key of every change under prefix after
+	// revision after, from a goroutine of its own, until ctx ends or the
+	// watch fails. It returns at once; a watch that fails only stops
+	// calling, so a caller keeps its own timer as the fallback.
+	Watch(ctx context.Context, endpoints []string, clusterID uint64, prefix string, after int64, changed func(key string))
 }
 
 var _ Board = (*SessionLocker)(nil)
@@ -66,11 +72,11 @@ func (l *SessionLocker) Record(ctx context.Context, endpoints []string, clusterI
 
 // Read reads the keys under prefix (a linearizable range read). It needs
 // no lease: a look that posts nothing (etcdlet status) grants none.
-func (l *SessionLocker) Read(ctx context.Context, endpoints []string, clusterID uint64, prefix string) (map[string][]byte, error) {
+func (l *SessionLocker) Read(ctx context.Context, endpoints []string, clusterID uint64, prefix string) (map[string][]byte, int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if err := l.clientFor(endpoints); err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, l.CallTimeout)
 	defer cancel()
@@ -79,13 +85,37 @@ func (l *SessionLocker) Read(ctx context.Context, endpoints []string, clusterID 
 		err = sameCluster(resp.Header.ClusterId, clusterID)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read %s: %w", prefix, err)
+		return nil, 0, fmt.Errorf("read %s: %w", prefix, err)
 	}
 	out := make(map[string][]byte, len(resp.Kvs))
 	for _, kv := range resp.Kvs {
 		out[string(kv.Key)] = kv.Value
 	}
-	return out, nil
+	return out, resp.Header.Revision, nil
+}
+
+// Watch watches prefix through the locker's client. It requires a leader,
+// so that a member cut off from the others ends the watch instead of
+// holding it silent; and it stops at an answer from another cluster.
+func (l *SessionLocker) Watch(ctx context.Context, endpoints []string, clusterID uint64, prefix string, after int64, changed func(key string)) {
+	l.mu.Lock()
+	err := l.clientFor(endpoints)
+	client := l.client
+	l.mu.Unlock()
+	if err != nil {
+		return
+	}
+	events := client.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(after+1))
+	go func() {
+		for resp := range events {
+			if resp.Err() != nil || sameCluster(resp.Header.ClusterId, clusterID) != nil {
+				return
+			}
+			for _, ev := range resp.Events {
+				changed(string(ev.Kv.Key))
+			}
+		}
+	}()
 }
 
 func sameCluster(got, want uint64) error {

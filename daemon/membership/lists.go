@@ -121,16 +121,19 @@ func Post(ctx context.Context, b etcdclient.Board, endpoints []string, clusterID
 type BoardPosts struct {
 	Lists    []PostedList
 	Removals []Removal
+	// Revision is the revision the lists were read at (WatchLists).
+	Revision int64
 }
 
 // ReadBoard reads the posted lists and recorded removals of a cluster.
 // An entry that cannot be decoded is skipped: it names nobody's list.
 func ReadBoard(ctx context.Context, b etcdclient.Board, endpoints []string, clusterID uint64) (BoardPosts, error) {
 	var out BoardPosts
-	lists, err := b.Read(ctx, endpoints, clusterID, listsPrefix(clusterID))
+	lists, rev, err := b.Read(ctx, endpoints, clusterID, listsPrefix(clusterID))
 	if err != nil {
 		return out, err
 	}
+	out.Revision = rev
 	for _, v := range lists {
 		var p PostedList
 		if json.Unmarshal(v, &p) == nil && p.Node != "" {
@@ -138,7 +141,7 @@ func ReadBoard(ctx context.Context, b etcdclient.Board, endpoints []string, clus
 		}
 	}
 	slices.SortFunc(out.Lists, func(a, b PostedList) int { return strings.Compare(a.Node, b.Node) })
-	removals, err := b.Read(ctx, endpoints, clusterID, removalsPrefix(clusterID))
+	removals, _, err := b.Read(ctx, endpoints, clusterID, removalsPrefix(clusterID))
 	if err != nil {
 		return out, err
 	}
@@ -150,6 +153,17 @@ func ReadBoard(ctx context.Context, b etcdclient.Board, endpoints []string, clus
 	}
 	slices.SortFunc(out.Removals, func(a, b Removal) int { return strings.Compare(a.Address, b.Address) })
 	return out, nil
+}
+
+// WatchLists calls changed whenever an agent other than self posts or
+// withdraws a list after revision after (etcdclient.Board.Watch).
+func WatchLists(ctx context.Context, b etcdclient.Board, endpoints []string, clusterID uint64, self string, after int64, changed func()) {
+	own := ListKey(clusterID, self)
+	b.Watch(ctx, endpoints, clusterID, listsPrefix(clusterID), after, func(key string) {
+		if key != own {
+			changed()
+		}
+	})
 }
 
 // Agreement is what the planner knows of the agents' lists, besides its

@@ -63,6 +63,9 @@ func (n *Node) lists(ctx context.Context, s *Snapshot, acting bool) {
 		}
 		return
 	}
+	if acting {
+		n.boardRead = boardRead{endpoints: endpoints, clusterID: v.ClusterID, self: s.Self.IP.String(), revision: posts.Revision}
+	}
 	own := n.ownPost(*s)
 	a := membership.Agreement{Known: true, Own: own, Removals: posts.Removals,
 		Stable: n.Now().Sub(n.listInForce), HoldDown: n.Settings.RemovalHoldDown}
@@ -118,6 +121,49 @@ func (n *Node) post(ctx context.Context, endpoints []string, clusterID uint64, o
 	}
 	return nil
 }
+
+// boardRead is where, as whom and at which revision a pass read the
+// posted lists.
+type boardRead struct {
+	endpoints []string
+	clusterID uint64
+	self      string
+	revision  int64
+}
+
+func (b boardRead) equal(o boardRead) bool {
+	return b.clusterID == o.clusterID && b.self == o.self && b.revision == o.revision && slices.Equal(b.endpoints, o.endpoints)
+}
+
+// watchLists keeps a watch of the posted lists while the plan waits for
+// them to agree (on), from the revision this pass read them at, so that
+// another agent's post wakes this one at once (ListsChanged) instead of a
+// backed-off pass later: a list change reaches the hosts within
+// milliseconds of each other, and the last to post decides when the
+// change can go ahead. A new read starts the watch again from its own
+// revision (what came before, the read saw); off ends it.
+func (n *Node) watchLists(ctx context.Context, on bool) {
+	if n.stopWatch != nil && (!on || !n.watching.equal(n.boardRead)) {
+		n.stopWatch()
+		n.stopWatch = nil
+	}
+	if !on || n.stopWatch != nil || n.boardRead.revision == 0 {
+		return
+	}
+	b := n.boardRead
+	wctx, stop := context.WithCancel(ctx)
+	n.watching, n.stopWatch = b, stop
+	membership.WatchLists(wctx, n.Locker, b.endpoints, b.clusterID, b.self, b.revision, func() {
+		select {
+		case n.listsChanged <- struct{}{}:
+		default:
+		}
+	})
+}
+
+// ListsChanged receives when another agent posted or withdrew a list
+// while this node's plan waited for the lists to agree.
+func (n *Node) ListsChanged() <-chan struct{} { return n.listsChanged }
 
 // postedValue is what a post says, for telling whether the Board has this
 // node's post as it is.

@@ -136,6 +136,12 @@ type Node struct {
 	listInForce  time.Time         // since when it is (the removal hold-down)
 	// refusing are the last pass's refusals to act, for recordRefusals.
 	refusing map[string]localmember.Refusal
+	// boardRead is the pass's read of the posted lists; watching the one
+	// a watch of them started from, stopWatch ends it (watchLists).
+	boardRead, watching boardRead
+	stopWatch           context.CancelFunc
+	// listsChanged hears from that watch (ListsChanged).
+	listsChanged chan struct{}
 
 	// Published for other goroutines (HTTP handlers, the notifier).
 	mu     sync.Mutex
@@ -154,7 +160,8 @@ func New(d Deps, st state.State) *Node {
 	if d.Policy.Attempts == 0 {
 		d.Policy = DefaultPolicy(d.Settings.CallTimeout)
 	}
-	n := &Node{Deps: d, scheme: d.Settings.Scheme, state: st, saved: st.Clone(), logged: map[string]string{}}
+	n := &Node{Deps: d, scheme: d.Settings.Scheme, state: st, saved: st.Clone(), logged: map[string]string{},
+		listsChanged: make(chan struct{}, 1)}
 	n.observer = &membership.Observer{Cluster: d.Cluster, Timeout: d.Settings.CallTimeout, Scheme: n.scheme, InOrder: d.InOrder,
 		PeerListening: d.PeerListening}
 	policy := d.Policy
@@ -177,8 +184,12 @@ func DefaultPolicy(callTimeout time.Duration) etcdclient.Policy {
 		Jitter: 0.3, AttemptTimeout: callTimeout}
 }
 
-// Close releases the writer lock's session.
-func (n *Node) Close() { n.writer.Close() }
+// Close ends the watch of the lists and releases the writer lock's
+// session.
+func (n *Node) Close() {
+	n.watchLists(context.Background(), false)
+	n.writer.Close()
+}
 
 // Pass runs one reconcile pass and returns when the next should run.
 //
@@ -213,6 +224,8 @@ func (n *Node) Pass(ctx context.Context) time.Duration {
 		var next time.Duration
 		next, writeOK = n.write(ctx, snap)
 		requeue = min(requeue, next)
+	} else {
+		n.watchLists(ctx, false)
 	}
 	saved := n.save()
 	n.publish(snap)

@@ -21,6 +21,7 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 	}
 	res, err := n.writer.Step(ctx, s.Desired, s.View, stale, n.localMemberID(&s), n.listState(s))
 	n.recordPlan(res.Plan)
+	n.watchLists(ctx, err == nil && waitsFor(res.Plan, membership.WaitListsDisagree))
 	interval := n.Settings.ReconcileInterval
 	switch {
 	case err != nil:
@@ -49,8 +50,10 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		return n.settle(), true
 	case waitsFor(res.Plan, membership.WaitListsDisagree):
 		// A list change on its way to the hosts: the others post theirs
-		// within their next pass, so look again soon; a disagreement that
-		// lasts backs off to the reconcile interval.
+		// within their next pass, and the watch of the lists wakes this
+		// agent when they do. Looking again soon anyway covers a watch
+		// that failed; a disagreement that lasts backs off to the
+		// reconcile interval.
 		return n.settle(), true
 	case waitsFor(res.Plan, membership.WaitListSettling):
 		// The removal is due the moment the list has held long enough.

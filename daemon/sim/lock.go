@@ -125,12 +125,12 @@ func (l *locker) put(endpoints []string, clusterID uint64, key string, value []b
 }
 
 // Read returns the live entries under prefix.
-func (l *locker) Read(_ context.Context, endpoints []string, clusterID uint64, prefix string) (map[string][]byte, error) {
+func (l *locker) Read(_ context.Context, endpoints []string, clusterID uint64, prefix string) (map[string][]byte, int64, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	c, err := l.boardOf(endpoints, clusterID)
 	if err != nil {
-		return nil, err
+		return nil, 0, err
 	}
 	out := map[string][]byte{}
 	for key, e := range c.board {
@@ -138,8 +138,12 @@ func (l *locker) Read(_ context.Context, endpoints []string, clusterID uint64, p
 			out[key] = slices.Clone(e.value)
 		}
 	}
-	return out, nil
+	return out, c.rev, nil
 }
+
+// Watch calls nothing: the schedule decides when each agent passes, and a
+// pass woken by another agent's post is one the schedule can make anyway.
+func (l *locker) Watch(context.Context, []string, uint64, string, int64, func(string)) {}
 
 // boardOf is the cluster behind the endpoints, which must be clusterID.
 func (l *locker) boardOf(endpoints []string, clusterID uint64) (*cluster, error) {
