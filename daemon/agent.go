@@ -225,17 +225,19 @@ func (a *Agent) Run(ctx context.Context) error {
 		case req := <-a.reloads:
 			req.reply <- a.applyReload(req.cfg)
 		case <-a.source.Changes():
+			// At once: no change follows a new list before every agent
+			// has posted it, so each posts as soon as it can.
 			a.node.Progress()
-			if d := a.node.YieldOnChange(); d > 0 {
-				resetTimer(timer, d)
-				continue
-			}
 		case <-a.runtime.Changed():
 			a.node.Progress()
 		case <-a.wakes.C():
 			a.node.Progress()
 		case <-a.node.ListsChanged():
 			a.node.Progress()
+			if d := a.node.YieldOnChange(); d > 0 {
+				resetTimer(timer, d)
+				continue
+			}
 		case req := <-a.restarts.C():
 			a.restartMember(ctx, req)
 		case <-timer.C:

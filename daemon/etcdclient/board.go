@@ -3,6 +3,7 @@ package etcdclient
 import (
 	"context"
 	"fmt"
+	"time"
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 )
@@ -97,6 +98,13 @@ func (l *SessionLocker) Read(ctx context.Context, endpoints []string, clusterID 
 // Watch watches prefix through the locker's client. It requires a leader,
 // so that a member cut off from the others ends the watch instead of
 // holding it silent; and it stops at an answer from another cluster.
+//
+// The watch starts at the current revision, and what changed between
+// after and that revision is read once, keys only: etcd sends a watch
+// that starts in the past its events only on its next catch-up round,
+// up to 100 ms later (its watchers' sync period), which is longer than
+// what this watch is for. The read sees puts, not deletes: a post
+// withdrawn in that gap is seen by the caller's next read instead.
 func (l *SessionLocker) Watch(ctx context.Context, endpoints []string, clusterID uint64, prefix string, after int64, changed func(key string)) {
 	l.mu.Lock()
 	err := l.clientFor(endpoints)
@@ -105,17 +113,37 @@ func (l *SessionLocker) Watch(ctx context.Context, endpoints []string, clusterID
 	if err != nil {
 		return
 	}
-	events := client.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithRev(after+1))
+	events := client.Watch(clientv3.WithRequireLeader(ctx), prefix, clientv3.WithPrefix(), clientv3.WithCreatedNotify())
 	go func() {
 		for resp := range events {
 			if resp.Err() != nil || sameCluster(resp.Header.ClusterId, clusterID) != nil {
 				return
+			}
+			if resp.Created && resp.Header.Revision > after {
+				if err := changedSince(ctx, client, l.CallTimeout, prefix, after, resp.Header.Revision, changed); err != nil {
+					return
+				}
 			}
 			for _, ev := range resp.Events {
 				changed(string(ev.Kv.Key))
 			}
 		}
 	}()
+}
+
+// changedSince calls changed with every key under prefix put after
+// revision after, as of revision at.
+func changedSince(ctx context.Context, client *clientv3.Client, timeout time.Duration, prefix string, after, at int64, changed func(key string)) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := client.Get(ctx, prefix, clientv3.WithPrefix(), clientv3.WithKeysOnly(), clientv3.WithMinModRev(after+1), clientv3.WithRev(at))
+	if err != nil {
+		return err
+	}
+	for _, kv := range resp.Kvs {
+		changed(string(kv.Key))
+	}
+	return nil
 }
 
 func sameCluster(got, want uint64) error {

@@ -42,8 +42,9 @@ func postAs(t *testing.T, l *etcdclient.SessionLocker, endpoints []string, clust
 }
 
 // A watch of the posted lists, from the revision an agent read them at,
-// hears every other agent's post and withdrawal after that read, and
-// neither what the read already saw nor this agent's own post. Against a
+// hears every other agent's post after that read (also one made before
+// the watch started) and every withdrawal once it runs, and neither what
+// the read already saw nor this agent's own post. Against a
 // real etcd: the revisions, the lease that a withdrawal is, and the order
 // of the events are etcd's.
 func TestWatchListsHearsTheOtherAgentsAfterARead(t *testing.T) {
@@ -59,6 +60,10 @@ func TestWatchListsHearsTheOtherAgentsAfterARead(t *testing.T) {
 	if posts.Revision == 0 || len(posts.Lists) != 1 {
 		t.Fatalf("read %d lists at revision %d, want the one posted before it at a revision", len(posts.Lists), posts.Revision)
 	}
+	// Posts between the read and the watch's start: this agent's own, and
+	// the third agent's.
+	post(self, "192.0.2.1")
+	post(three, "192.0.2.3")
 	var heard atomic.Int32
 	membership.WatchLists(ctx, self, endpoints, clusterID, "192.0.2.1", posts.Revision, func() { heard.Add(1) })
 	hears := func(want int32, after string) {
@@ -68,15 +73,16 @@ func TestWatchListsHearsTheOtherAgentsAfterARead(t *testing.T) {
 			t.Fatalf("the watch heard %d changes after %s, want %d", got, after, want)
 		}
 	}
-	// etcd delivers a watch's events in revision order: once the third
-	// agent's post is heard, this agent's own post before it was seen and
-	// not counted.
-	post(self, "192.0.2.1")
-	post(three, "192.0.2.3")
 	hears(1, "the third agent's post")
-	// An agent that goes withdraws its post (its lease is revoked).
+	// The watch runs now. An agent that goes withdraws its post (its
+	// lease is revoked); etcd delivers events in revision order, so a
+	// withdrawal heard after a post of this agent means that post was
+	// seen and not counted.
+	post(self, "192.0.2.1")
 	three.Close()
 	hears(2, "the third agent's withdrawal")
+	post(two, "192.0.2.2")
+	hears(3, "the second agent's next post")
 }
 
 // While its plan waits for the agents' lists to agree, a node hears the

@@ -315,15 +315,16 @@ func contains(desired []identity.Member, self identity.Member) bool {
 func (s Snapshot) waiting() bool { return !s.ListOK || !s.Self.IP.IsValid() }
 
 // leaderFirst is how long an agent whose member does not lead lets the
-// leader's agent go first after a list change. Every agent sees the change
-// at once; when all of them observe the cluster and race for the writer
-// lock together, each call waits on the others. The leader's agent is the
-// natural writer (its calls are local to the leader); if it is slow or
-// gone, the others follow this much later.
+// leader's agent go first once the last agent has posted a new list. The
+// waiting agents hear that post together (ListsChanged); when all of them
+// observe the cluster and race for the writer lock at once, each call
+// waits on the others. The leader's agent is the natural writer (its
+// calls are local to the leader); if it is slow or gone, the others
+// follow this much later.
 const leaderFirst = 30 * time.Millisecond
 
-// YieldOnChange is how long to wait before the pass a list change calls
-// for: 0 when this node's member leads, or when no leader is known.
+// YieldOnChange is how long to wait before the pass a post of the lists
+// calls for: 0 when this node's member leads, or when no leader is known.
 func (n *Node) YieldOnChange() time.Duration {
 	s := n.Last()
 	if !s.View.Reached || s.View.LeaderID == 0 || s.View.LeaderID == n.localMemberID(&s) {
