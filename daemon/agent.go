@@ -175,7 +175,7 @@ func (a *Agent) Reload(ctx context.Context, cfg *config.Config) error {
 // before it reached Reload (it does not load or validate): /readyz says
 // so until a reload is applied.
 func (a *Agent) RejectReload(err error) {
-	a.health.reloaded(fmt.Errorf("configuration reload rejected, the running configuration stays in force: %w", err))
+	a.reloaded(fmt.Errorf("configuration reload rejected, the running configuration stays in force: %w", err))
 }
 
 // Run runs the loop until ctx ends, then stops the local member.

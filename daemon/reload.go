@@ -3,9 +3,44 @@ package daemon
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/state"
 )
+
+// ReloadFile is where, under agent.stateDir, the agent keeps the outcome
+// of its latest configuration reload, for etcdlet reload to report.
+const ReloadFile = "reload.json"
+
+// ReloadOutcome is the outcome of a configuration reload.
+type ReloadOutcome struct {
+	// At is when the agent decided it (after the SIGHUP).
+	At time.Time `json:"at"`
+	// Error says why the reload was rejected or refused; empty when the
+	// new configuration is in force.
+	Error string `json:"error,omitempty"`
+}
+
+// ReadReload reads the latest reload's outcome from stateDir; found is
+// false before the agent ever reloaded.
+func ReadReload(stateDir string) (o ReloadOutcome, found bool, err error) {
+	found, err = state.Store{Dir: stateDir}.ReadJSON(ReloadFile, &o)
+	return o, found, err
+}
+
+// reloaded records a reload's outcome where /readyz reads it and where
+// etcdlet reload does (ReloadFile).
+func (a *Agent) reloaded(err error) {
+	a.health.reloaded(err)
+	o := ReloadOutcome{At: time.Now().UTC()}
+	if err != nil {
+		o.Error = err.Error()
+	}
+	if werr := (state.Store{Dir: a.cfg.Agent.StateDir}).WriteJSON(ReloadFile, o); werr != nil {
+		a.log.Warn("the outcome of the configuration reload was not saved for etcdlet reload", "file", ReloadFile, "error", werr)
+	}
+}
 
 // reloadable are the configuration paths a SIGHUP applies at once; any
 // other change needs a restart (listeners, data dir and the running
@@ -25,11 +60,11 @@ func (a *Agent) applyReload(cfg *config.Config) error {
 	if fields := immutableChanges(a.cfg, cfg); len(fields) > 0 {
 		err := fmt.Errorf("reload refused: %s changed; these need a restart of etcdlet (the running configuration stays in force)", strings.Join(fields, ", "))
 		a.log.Error("configuration reload refused", "error", err)
-		a.health.reloaded(err)
+		a.reloaded(err)
 		return err
 	}
 	a.source.SetRules(cfg.ListRules())
-	a.health.reloaded(nil)
+	a.reloaded(nil)
 	a.log.Info("configuration reloaded")
 	return nil
 }

@@ -22,15 +22,19 @@ func TestUnitsVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// verify checks that ExecStart is executable: point it at a binary
-	// that exists here, the test itself.
+	// verify checks that ExecStart and ExecReload are executable: point
+	// them at a binary that exists here, the test itself.
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
 	}
-	unitText := strings.Replace(string(unit), "ExecStart=/usr/bin/etcdlet", "ExecStart="+self, 1)
-	if unitText == string(unit) {
-		t.Fatal("etcdlet.service has no ExecStart=/usr/bin/etcdlet line")
+	unitText := string(unit)
+	for _, line := range []string{"ExecStart=", "ExecReload="} {
+		replaced := strings.Replace(unitText, line+"/usr/bin/etcdlet ", line+self+" ", 1)
+		if replaced == unitText {
+			t.Fatalf("etcdlet.service has no %s/usr/bin/etcdlet line", line)
+		}
+		unitText = replaced
 	}
 	write(t, filepath.Join(dir, "etcdlet.service"), unitText)
 	write(t, filepath.Join(dir, "kubelet.service"), "[Unit]\nDescription=kubelet stand-in\n[Service]\nExecStart="+self+"\n")

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -78,9 +79,31 @@ func TestBadReloadChangesNothing(t *testing.T) {
 		harness.Eventually(t, 10*time.Second, "reload refused", func() error {
 			return expectLog(c.Agent(1), "configuration reload refused", nil)
 		})
+		// etcdlet reload (the unit's ExecReload) reports the agent's
+		// verdict; an invalid file is not sent at all.
+		pid := strconv.Itoa(c.Agent(1).PID())
+		if _, stderr, code := etcdlet(t, "reload", "--config", cfg, "--pid", pid); code != 1 || !strings.Contains(stderr, "reload refused: etcd.clientPort changed") {
+			t.Errorf("etcdlet reload of a configuration that needs a restart: exit %d, %q; want 1 naming etcd.clientPort", code, stderr)
+		}
+		if err := os.WriteFile(cfg, append(orig, []byte("bogus: true\n")...), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		rejected := c.Agent(1).CountLog("configuration reload rejected; the running configuration stays in force", nil)
+		if _, stderr, code := etcdlet(t, "reload", "--config", cfg, "--pid", pid); code != 1 || !strings.Contains(stderr, "reload not sent") || !strings.Contains(stderr, "bogus") {
+			t.Errorf("etcdlet reload of an invalid file: exit %d, %q; want 1, not sent, naming the field", code, stderr)
+		}
 		waitPasses(t, c, []int{1}, 2)
 		if !c.Agent(1).Running() {
 			t.Fatal("agent 1 exited on a bad reload")
+		}
+		if got := c.Agent(1).CountLog("configuration reload rejected; the running configuration stays in force", nil); got != rejected {
+			t.Errorf("etcdlet reload signalled the agent with an invalid file (%d rejections, %d before)", got, rejected)
+		}
+		if err := os.WriteFile(cfg, orig, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if stdout, stderr, code := etcdlet(t, "reload", "--config", cfg, "--pid", pid); code != 0 || !strings.Contains(stdout, "configuration reloaded") {
+			t.Errorf("etcdlet reload of the running file: exit %d, %q %q; want 0, reloaded", code, stdout, stderr)
 		}
 		if err := c.Expect(cli, 1, 2, 3); err != nil {
 			t.Fatalf("membership changed after a refused reload: %v", err)

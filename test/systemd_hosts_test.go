@@ -164,6 +164,7 @@ func TestUnitOnSystemdHosts(t *testing.T) {
 		}
 	}
 	t.Logf("cluster formed after %s", time.Since(begin).Round(time.Second))
+	checkUnitReload(t, h2)
 
 	// The kubelet restarted with the cluster running: etcdlet's READY=1
 	// (its member started on its data) comes first again.
@@ -217,6 +218,34 @@ func unitTestConfig(ip, dataDir string) string {
 	return "cluster:\n  name: etcd-main\nmembers:\n  source: file\n  file: /etc/etcdlet/members\nnode:\n  address: " + ip + "\n" + etcd +
 		"  tls:\n    client: {" + pki("server") + "}\n    peer: {" + pki("peer") + "}\n" +
 		"agent:\n  etcdClientTLS: {" + pki("healthcheck-client") + "}\n"
+}
+
+// checkUnitReload: systemctl reload runs on a minimal host (the Debian
+// root has no /bin/kill) and says the agent's verdict: a configuration the
+// agent refuses (a field that needs a restart) fails the reload and keeps
+// the unit running on the old one; the file put back reloads.
+func checkUnitReload(t *testing.T, h *sdHost) {
+	t.Helper()
+	if out, err := h.exec("systemctl", "reload", "etcdlet.service"); err != nil {
+		t.Fatalf("host %d: systemctl reload etcdlet: %v\n%s\n%s", h.n, err, out, h.unitJournal("etcdlet.service"))
+	}
+	if j := h.unitJournal("etcdlet.service"); !strings.Contains(j, "configuration reloaded") {
+		t.Errorf("host %d: after systemctl reload the unit's journal does not say the configuration was reloaded:\n%s", h.n, j)
+	}
+	orig := h.read(packagedConfig)
+	h.write(packagedConfig, orig+"  logLevel: debug\n", 0o600) // agent.logLevel: a restart's
+	out, err := h.exec("systemctl", "reload", "etcdlet.service")
+	if err == nil {
+		t.Errorf("host %d: systemctl reload of a configuration that needs a restart succeeded:\n%s", h.n, out)
+	}
+	if j := h.unitJournal("etcdlet.service"); !strings.Contains(j, "reload refused: agent.logLevel changed") {
+		t.Errorf("host %d: the refused reload is not named in the unit's journal:\n%s", h.n, j)
+	}
+	if s := h.show("etcdlet.service", "ActiveState", "SubState"); s["ActiveState"] != "active" || s["SubState"] != "running" {
+		t.Errorf("host %d: after a refused reload etcdlet.service is %v, want active (running)", h.n, s)
+	}
+	h.write(packagedConfig, orig, 0o600)
+	h.must("systemctl", "reload", "etcdlet.service")
 }
 
 // setUnitHostsList writes the member list file, the addresses of hosts

@@ -60,7 +60,7 @@ Configuration reference: docs/config.md. Examples: config/examples/.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(newRunCommand(), newValidateCommand(), newStatusCommand(), newBootstrapCommand(), newAckMovesCommand(),
+	root.AddCommand(newRunCommand(), newReloadCommand(), newValidateCommand(), newStatusCommand(), newBootstrapCommand(), newAckMovesCommand(),
 		newPacemakerCommand(), newRenderCommand(), newVersionCommand())
 	root.AddCommand(newCertsCommand())
 	root.AddCommand(newTaskCommand(), newRestoreCommand())
