@@ -357,8 +357,13 @@ func (a *Agent) notify() {
 
 // statusLine summarises the agent's state for systemctl status.
 func statusLine(s node.Snapshot) string {
-	if s.Decision.Kind == "" {
-		return "ready, nothing to run: no member list or node address yet"
+	switch {
+	case !s.ListOK:
+		return "ready, nothing to run: no member list yet"
+	case s.SelfErr != nil:
+		return "ready, nothing to run: cannot tell which member is this node (set node.address)"
+	case s.Decision.Kind == "":
+		return "ready, nothing to run yet"
 	}
 	line := "local member: " + string(s.Decision.Kind)
 	if s.Decision.Reason != "" && s.Decision.Kind != localmember.Keep {

@@ -15,11 +15,14 @@ import (
 
 // Two hosts, each a network namespace with its own address on a bridge,
 // and neither agent told its address: each detects the one listed address
-// assigned to its host (through netlink) and the two form a cluster.
+// assigned to its host (through netlink) and the two form a cluster. A
+// third host, prepared but not listed and not told its address either,
+// cannot tell its member: its etcdlet status says so, and shows the
+// cluster as it is rather than blaming it.
 func TestNodeAddressDetectedInNetworkNamespaces(t *testing.T) {
 	t.Parallel()
 	addr := func(n int) string { return fmt.Sprintf("192.0.2.%d", 10+n) }
-	ns := harness.BridgedHosts(t, "v4", 2, func(n int) string { return addr(n) + "/24" })
+	ns := harness.BridgedHosts(t, "v4", 3, func(n int) string { return addr(n) + "/24" })
 
 	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{
 		Addr:          addr,
@@ -37,6 +40,22 @@ func TestNodeAddressDetectedInNetworkNamespaces(t *testing.T) {
 	for _, n := range []int{1, 2} {
 		if c.Agent(n).CountLog("detected node address", map[string]string{"address": addr(n)}) != 1 {
 			t.Errorf("agent %d did not log detecting %s", n, addr(n))
+		}
+	}
+
+	c.WriteConfig(3)
+	status := exec.Command("ip", "netns", "exec", ns(3), binary, "status", "--config", c.ConfigPath(3))
+	out, err := status.CombinedOutput()
+	if err != nil || strings.Contains(string(out), "unreachable") ||
+		!strings.Contains(string(out), "this node (address unknown): unknown-node: cannot tell which member is this node") ||
+		!strings.Contains(string(out), "set node.address") {
+		t.Errorf("etcdlet status on the unlisted host without node.address: %v, want exit 0 naming this node's problem, not the cluster's:\n%s", err, out)
+	}
+	// validate warns on that host, and only there.
+	for n, warns := range map[int]bool{1: false, 3: true} {
+		out, err := exec.Command("ip", "netns", "exec", ns(n), binary, "validate", "--config", c.ConfigPath(n)).CombinedOutput()
+		if err != nil || strings.Contains(string(out), "WARNING: node.address is empty and none of the listed addresses") != warns {
+			t.Errorf("etcdlet validate on host %d: %v, want exit 0 and a node.address warning %v:\n%s", n, err, warns, out)
 		}
 	}
 }

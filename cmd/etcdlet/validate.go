@@ -11,6 +11,7 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/etcdflags"
 	"github.com/etcdlet/etcdlet/daemon/kube"
+	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 )
 
 func newValidateCommand() *cobra.Command {
@@ -45,7 +46,9 @@ Prints one line per problem, "<field>: <value>: <rule>", and exits 1 if
 there is any: at most 20 problems, then "… and N more problems", values cut
 at 200 characters. Prints a summary and exits 0 otherwise, followed by an
 "INSECURE:" line for each setting that opts out of a security default
-(etcd.insecure, etcd.allowInsecureExtraArgs).`,
+(etcd.insecure, etcd.allowInsecureExtraArgs), and a "WARNING:" line when
+node.address is not set and no single listed address is on this host (a
+host prepared before it is listed: set node.address).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			problems, cfg, err := validateFile(path)
@@ -61,6 +64,11 @@ at 200 characters. Prints a summary and exits 0 otherwise, followed by an
 			fmt.Fprintf(out, "%s: valid; cluster %s, %d listed members, runtime %s\n", path, cfg.Cluster.Name, len(addrs), cfg.Etcd.Runtime)
 			for _, w := range cfg.SecurityWarnings() {
 				fmt.Fprintf(out, "INSECURE: %s\n", w)
+			}
+			if cfg.Node.Address == "" {
+				if _, err := nodeaddr.Detect(addrs); err != nil {
+					fmt.Fprintf(out, "WARNING: %v: until the list names one of this host's addresses, the agent cannot tell which member is this node and does nothing\n", err)
+				}
 			}
 			return nil
 		},

@@ -77,10 +77,15 @@ func (n *Node) look(ctx context.Context, acting bool) Snapshot {
 		return s
 	}
 	s.Self, s.SelfErr = n.resolveSelf(s.List, acting)
+	s.Desired = n.scheme.ForAll(s.List)
 	if s.SelfErr != nil {
+		// Nothing is decided for a node that cannot tell its own member,
+		// but the cluster is still looked at: status must not blame the
+		// cluster for what is this host's problem.
+		s.View = n.observer.Observe(ctx, membership.Target{Endpoints: membership.Endpoints(s.Desired, n.lastMembers),
+			Listed: membership.ClientURLs(s.Desired), Pinned: s.Pinned})
 		return s
 	}
-	s.Desired = n.scheme.ForAll(s.List)
 	s.Runtime = n.Runtime.Status()
 	n.lookAtData(&s, acting)
 

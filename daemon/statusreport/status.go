@@ -3,6 +3,7 @@
 package statusreport
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -158,8 +159,15 @@ func FromSnapshot(cluster string, s node.Snapshot) Report {
 	if s.Decision.Kind != "" {
 		r.Local = &Local{Node: s.Self.Name, Decision: string(s.Decision.Kind), Reason: s.Decision.Reason, Refusal: string(s.Decision.Refusal)}
 	}
+	if s.SelfErr != nil {
+		r.Local = &Local{Decision: DecisionUnknownNode, Reason: "cannot tell which member is this node, so it does nothing: " + s.SelfErr.Error()}
+	}
 	return r
 }
+
+// DecisionUnknownNode is this node's decision when it cannot tell its own
+// address (node.address unset, and no single listed address is local).
+const DecisionUnknownNode = "unknown-node"
 
 // withoutList is the report when no list is in force (none valid, none
 // applied before): the members are shown, but nothing says whether they
@@ -315,7 +323,7 @@ func WriteTable(w io.Writer, r Report) error {
 		fmt.Fprintf(w, "list refused: %s; the last applied list stays in force\n", r.ListRefused)
 	}
 	if l := r.Local; l != nil {
-		line := fmt.Sprintf("this node (%s): %s", l.Node, l.Decision)
+		line := fmt.Sprintf("this node (%s): %s", cmp.Or(l.Node, "address unknown"), l.Decision)
 		if l.Reason != "" {
 			line += ": " + l.Reason
 		}

@@ -3,6 +3,7 @@ package statusreport
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
@@ -207,5 +208,28 @@ func TestNoQuorumAndUnreachable(t *testing.T) {
 	}
 	if down.Answered || !strings.Contains(out.String(), "cluster: unreachable: no member answered\n") {
 		t.Errorf("unreachable: %+v\n%s", down, out.String())
+	}
+}
+
+// A host that cannot tell its own address (node.address unset, not
+// listed) is reported as this node's problem, with the cluster it reached
+// as it is: not as an unreachable cluster.
+func TestANodeWithoutItsAddressBlamesItself(t *testing.T) {
+	ips := []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("2001:db8::3")}
+	view := membership.View{Reached: true, Observation: membership.Observation{ClusterID: 0xc1,
+		Members: []membership.Member{member("192.0.2.1", 1, false, ""), member("192.0.2.2", 2, false, "")}}}
+	selfErr := errors.New("node.address is empty and none of the listed addresses [192.0.2.1 192.0.2.2 2001:db8::3] is assigned to a local interface (local addresses: [192.0.2.9]); set node.address")
+	r := FromSnapshot("etcd-main", node.Snapshot{List: ips, ListOK: true, Desired: scheme.ForAll(ips), SelfErr: selfErr, View: view})
+	var out bytes.Buffer
+	if err := WriteTable(&out, r); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	if !r.Answered || !r.Reached || strings.Contains(text, "unreachable") {
+		t.Errorf("the cluster answered with quorum, but the report says otherwise: %+v\n%s", r, text)
+	}
+	want := "this node (address unknown): unknown-node: cannot tell which member is this node, so it does nothing: node.address is empty"
+	if r.Local == nil || r.Local.Decision != DecisionUnknownNode || !strings.Contains(text, want) || !strings.Contains(text, "set node.address") {
+		t.Errorf("the report does not name this node's problem (want a line with %q):\n%s", want, text)
 	}
 }
