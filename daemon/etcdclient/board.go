@@ -23,8 +23,9 @@ type Board interface {
 	// and the revision it read at.
 	Read(ctx context.Context, endpoints []string, clusterID uint64, prefix string) (map[string][]byte, int64, error)
 	// Watch calls changed with the key of every change under prefix after
-	// revision after, from a goroutine of its own, until ctx ends or the
-	// watch fails. It returns at once; a watch that fails only stops
+	// revision after (but a delete before the watch runs: see
+	// SessionLocker.Watch), from a goroutine of its own, until ctx ends or
+	// the watch fails. It returns at once; a watch that fails only stops
 	// calling, so a caller keeps its own timer as the fallback.
 	Watch(ctx context.Context, endpoints []string, clusterID uint64, prefix string, after int64, changed func(key string))
 }
