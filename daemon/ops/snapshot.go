@@ -23,6 +23,12 @@ import (
 const (
 	// ParamKind is full or delta.
 	ParamKind = "kind"
+	// ParamIfOlderThan (a duration) makes the snapshot conditional, as the
+	// schedules order it: when the store's newest snapshot of the kind
+	// (snapshot.Newest) is younger, none is taken and the task returns
+	// that one. It is checked under the cluster-wide task lock, so agents
+	// whose schedules fire together take one snapshot between them.
+	ParamIfOlderThan = "ifOlderThan"
 	// ParamFinal marks a full snapshot final (taken before the cluster is
 	// deleted or migrated): etcd-backup-restore's ?final=true.
 	ParamFinal = "final"
@@ -73,8 +79,14 @@ func NewSnapshotType(d SnapshotDeps, timeout time.Duration) task.Type {
 						return nil, fmt.Errorf("parameter %s=%q: want true or false", k, v)
 					}
 					h.final = b
+				case ParamIfOlderThan:
+					d, err := time.ParseDuration(v)
+					if err != nil || d <= 0 {
+						return nil, fmt.Errorf("parameter %s=%q: want a positive duration (10m)", k, v)
+					}
+					h.ifOlderThan = d
 				default:
-					return nil, fmt.Errorf("unknown parameter %q (snapshot takes %s, %s)", k, ParamKind, ParamFinal)
+					return nil, fmt.Errorf("unknown parameter %q (snapshot takes %s, %s, %s)", k, ParamKind, ParamFinal, ParamIfOlderThan)
 				}
 			}
 			if h.final && h.kind == snapshot.KindDelta {
@@ -85,11 +97,12 @@ func NewSnapshotType(d SnapshotDeps, timeout time.Duration) task.Type {
 }
 
 type snapshotTask struct {
-	deps  SnapshotDeps
-	env   task.Env
-	kind  string
-	final bool
-	dir   string
+	deps        SnapshotDeps
+	env         task.Env
+	kind        string
+	final       bool
+	ifOlderThan time.Duration
+	dir         string
 }
 
 // snapshotProgress is checkpointed before an upload starts: a restarted
@@ -119,6 +132,10 @@ func (s *snapshotTask) Admit(ctx context.Context) task.Result {
 func (s *snapshotTask) Execute(ctx context.Context) task.Result {
 	if done, ok := s.uploadedEarlier(ctx); ok {
 		return task.Result{Output: done, Description: "stored " + done.SnapName + " (the upload of an interrupted attempt had completed)"}
+	}
+	if recent, ok := s.recentEnough(ctx); ok {
+		return task.Result{Output: recent, Description: fmt.Sprintf("none taken: the store has %s, %s old, younger than %s",
+			recent.SnapName, time.Since(recent.CreatedOn).Round(time.Second), s.ifOlderThan)}
 	}
 	sv, err := s.deps.Survey.Survey(ctx)
 	if err != nil {
@@ -205,6 +222,20 @@ func (s *snapshotTask) uploadedEarlier(ctx context.Context) (*snapshot.Snapshot,
 		}
 	}
 	return nil, false
+}
+
+// recentEnough is the store's newest snapshot of the task's kind when the
+// task is conditional (ParamIfOlderThan) and that one is young enough. A
+// store that cannot be listed takes the snapshot: the upload says why.
+func (s *snapshotTask) recentEnough(ctx context.Context) (*snapshot.Snapshot, bool) {
+	if s.ifOlderThan <= 0 {
+		return nil, false
+	}
+	newest, ok, err := snapshot.Newest(ctx, s.deps.Store, s.kind)
+	if err != nil || !ok || time.Since(newest.CreatedOn) >= s.ifOlderThan {
+		return nil, false
+	}
+	return newest, true
 }
 
 func (s *snapshotTask) finalAlreadyTaken(ctx context.Context, src Member) (*snapshot.Snapshot, bool) {

@@ -17,6 +17,20 @@ func Latest(ctx context.Context, store Store) (full *Snapshot, deltas []Snapshot
 	return full, deltas, nil
 }
 
+// Newest is what a snapshot of kind would follow: for a full one, the
+// newest full snapshot; for a delta, the newest object of the chain (the
+// full snapshot or its last delta). ok is false without a full snapshot.
+func Newest(ctx context.Context, store Store, kind string) (newest *Snapshot, ok bool, err error) {
+	full, deltas, err := Latest(ctx, store)
+	if err != nil || full == nil {
+		return nil, false, err
+	}
+	if kind == KindDelta && len(deltas) > 0 {
+		return &deltas[len(deltas)-1], true, nil
+	}
+	return full, true, nil
+}
+
 // latestIn is Latest on a sorted list.
 func latestIn(list []Snapshot) (*Snapshot, []Snapshot) {
 	var full *Snapshot

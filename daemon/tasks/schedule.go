@@ -24,10 +24,14 @@ func (o *Service) schedule(ctx context.Context, wg *sync.WaitGroup) {
 		}
 		wg.Go(func() { o.every(ctx, interval, due, req) })
 	}
-	every(b.Full, func(ctx context.Context) bool { return o.snapshotDue(ctx, snapshot.KindFull, b.Full) },
-		task.Request{Type: "snapshot", Params: map[string]string{ops.ParamKind: "full"}, Source: "schedule"})
-	every(b.Delta, func(ctx context.Context) bool { return o.snapshotDue(ctx, snapshot.KindDelta, b.Delta) },
-		task.Request{Type: "snapshot", Params: map[string]string{ops.ParamKind: "delta"}, Source: "schedule"})
+	// Agents whose schedules fire together may all find a snapshot due;
+	// the task checks again under the cluster-wide lock, so they take one.
+	scheduled := func(kind string, interval time.Duration) task.Request {
+		return task.Request{Type: "snapshot", Source: "schedule",
+			Params: map[string]string{ops.ParamKind: kind, ops.ParamIfOlderThan: dueAfter(interval).String()}}
+	}
+	every(b.Full, func(ctx context.Context) bool { return o.snapshotDue(ctx, snapshot.KindFull, b.Full) }, scheduled("full", b.Full))
+	every(b.Delta, func(ctx context.Context) bool { return o.snapshotDue(ctx, snapshot.KindDelta, b.Delta) }, scheduled("delta", b.Delta))
 	every(t.Defrag.Schedule, func(ctx context.Context) bool { return o.recordedDue(ctx, "defrag", t.Defrag.Schedule) },
 		task.Request{Type: "defrag", Source: "schedule"})
 	every(t.Compact.Schedule, func(ctx context.Context) bool { return o.recordedDue(ctx, "compact", t.Compact.Schedule) },
@@ -105,29 +109,29 @@ func (o *Service) activeTask() (task.Task, bool) {
 	return task.Task{}, false
 }
 
-// snapshotDue: a full snapshot when the store's newest is older than the
-// interval; a delta when the newest object (full or delta) is, and there
-// is a full one to build on.
+// snapshotDue: a full snapshot when the store's newest is older than
+// dueAfter(interval); a delta when the newest object (full or delta) is,
+// and there is a full one to build on. The snapshot task checks the same
+// again under the cluster-wide task lock (ops.ParamIfOlderThan).
 func (o *Service) snapshotDue(ctx context.Context, kind string, interval time.Duration) bool {
 	if o.store == nil {
 		return false
 	}
-	full, deltas, err := snapshot.Latest(ctx, o.store)
+	newest, ok, err := snapshot.Newest(ctx, o.store, kind)
 	if err != nil {
 		o.log.Warn("cannot list the snapshot store; the scheduled snapshot waits", "store", o.store.String(), "error", err)
 		return false
 	}
-	newest := full
-	if kind == snapshot.KindDelta {
-		if full == nil {
-			return false
-		}
-		if len(deltas) > 0 {
-			newest = &deltas[len(deltas)-1]
-		}
+	if !ok {
+		return kind == snapshot.KindFull
 	}
-	return newest == nil || time.Since(newest.CreatedOn) >= interval*9/10
+	return time.Since(newest.CreatedOn) >= dueAfter(interval)
 }
+
+// dueAfter is how old the newest snapshot may be before a scheduled one
+// is due: a little less than the interval, so that the agents' ticks
+// (a tenth of it) do not push a snapshot a whole tick late.
+func dueAfter(interval time.Duration) time.Duration { return interval * 9 / 10 }
 
 // recordedDue reads the cluster-wide record of the last success.
 func (o *Service) recordedDue(ctx context.Context, typ string, interval time.Duration) bool {
