@@ -234,7 +234,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.node.Progress()
 		case <-a.node.ListsChanged():
 			a.node.Progress()
-			if d := a.node.YieldOnChange(); d > 0 {
+			if d := a.node.YieldToLeader(); d > 0 {
 				resetTimer(timer, d)
 				continue
 			}

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -22,11 +23,27 @@ type ReloadOutcome struct {
 	Error string `json:"error,omitempty"`
 }
 
-// ReadReload reads the latest reload's outcome from stateDir; found is
-// false before the agent ever reloaded.
-func ReadReload(stateDir string) (o ReloadOutcome, found bool, err error) {
-	found, err = state.Store{Dir: stateDir}.ReadJSON(ReloadFile, &o)
-	return o, found, err
+// WaitReload waits until the agent whose state dir is stateDir has
+// recorded the outcome of a reload signalled at sent, and returns it; or
+// until ctx ends.
+func WaitReload(ctx context.Context, stateDir string, sent time.Time) (ReloadOutcome, error) {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		var o ReloadOutcome
+		found, err := state.Store{Dir: stateDir}.ReadJSON(ReloadFile, &o)
+		switch {
+		case err != nil:
+			return o, err
+		case found && !o.At.Before(sent):
+			return o, nil
+		}
+		select {
+		case <-ctx.Done():
+			return o, fmt.Errorf("no outcome recorded since the signal: %w", ctx.Err())
+		case <-tick.C:
+		}
+	}
 }
 
 // reloaded records a reload's outcome where /readyz reads it and where

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"syscall"
@@ -9,7 +10,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlet/etcdlet/daemon"
-	"github.com/etcdlet/etcdlet/internal/eventually"
 )
 
 func newReloadCommand() *cobra.Command {
@@ -48,18 +48,10 @@ agent is not signalled), or the agent refused it, or did not answer within
 			if err := syscall.Kill(pid, syscall.SIGHUP); err != nil {
 				return fmt.Errorf("signal the agent (process %d): %w", pid, err)
 			}
-			var outcome daemon.ReloadOutcome
-			if _, err := eventually.Within(timeout, 50*time.Millisecond, func() error {
-				o, found, err := daemon.ReadReload(cfg.Agent.StateDir)
-				switch {
-				case err != nil:
-					return err
-				case !found || o.At.Before(sent):
-					return errors.New("no outcome recorded since the signal")
-				}
-				outcome = o
-				return nil
-			}); err != nil {
+			ctx, cancel := context.WithTimeout(cmd.Context(), timeout)
+			defer cancel()
+			outcome, err := daemon.WaitReload(ctx, cfg.Agent.StateDir, sent)
+			if err != nil {
 				return fmt.Errorf("the agent (process %d) did not report the reload within %s: %w", pid, timeout, err)
 			}
 			if outcome.Error != "" {

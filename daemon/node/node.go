@@ -323,9 +323,9 @@ func (s Snapshot) waiting() bool { return !s.ListOK || !s.Self.IP.IsValid() }
 // follow this much later.
 const leaderFirst = 30 * time.Millisecond
 
-// YieldOnChange is how long to wait before the pass a post of the lists
+// YieldToLeader is how long to wait before the pass a post of the lists
 // calls for: 0 when this node's member leads, or when no leader is known.
-func (n *Node) YieldOnChange() time.Duration {
+func (n *Node) YieldToLeader() time.Duration {
 	s := n.Last()
 	if !s.View.Reached || s.View.LeaderID == 0 || s.View.LeaderID == n.localMemberID(&s) {
 		return 0
