@@ -13,16 +13,13 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"sync"
-	"sync/atomic"
 	"time"
-
-	"github.com/fsnotify/fsnotify"
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/internal/filewatch"
 )
 
 // Source holds the desired list. It is safe for concurrent use.
@@ -34,14 +31,10 @@ import (
 type Source struct {
 	log     *slog.Logger
 	changes chan struct{}
-	// resync asks Watch to check its watches against the file's path
-	// (after a reload, and on every reconcile pass).
-	resync chan struct{}
-	// watching is closed once Watch has set up its watch.
-	watching chan struct{}
-	// pending is set while Watch waits for a burst of events to end
-	// before it reads the file itself.
-	pending atomic.Bool
+	// watch reads the members file when it may have changed; its Settle
+	// is how long the file's directories must be quiet first (the settle
+	// constant; tests lengthen it).
+	watch *filewatch.Watch
 	// OnReload is called after every read of a changed list with the
 	// members.source it was read from and why it was rejected, nil when
 	// it was accepted (metrics, Events). It runs under the source's lock:
@@ -49,9 +42,6 @@ type Source struct {
 	OnReload func(source string, rejected error)
 	// now is the clock that dates the members file's last modification.
 	now func() time.Time
-	// settle is how long the file's directories must be quiet before the
-	// watch reads it (the settle constant; tests lengthen it).
-	settle time.Duration
 
 	// readMu makes each read and its verdict one step: two reads
 	// racing (the watch and a reconcile pass) must not let the older
@@ -70,7 +60,8 @@ type Source struct {
 // before a restart: it is in force until the configured source yields a
 // good list.
 func New(rules config.ListRules, log *slog.Logger, fallback []netip.Addr) *Source {
-	s := &Source{log: log, rules: rules, changes: make(chan struct{}, 1), resync: make(chan struct{}, 1), watching: make(chan struct{}), now: time.Now, settle: settle}
+	s := &Source{log: log, rules: rules, changes: make(chan struct{}, 1), now: time.Now}
+	s.watch = filewatch.New("members file", s.Rules().MembersFile, settle, log, func() { s.refresh(true) })
 	if len(fallback) > 0 {
 		s.current, s.valid = fallback, true
 	}
@@ -114,10 +105,7 @@ func (s *Source) SetRules(rules config.ListRules) {
 	s.rules = rules
 	s.lastSeen = ""
 	s.mu.Unlock()
-	select {
-	case s.resync <- struct{}{}:
-	default:
-	}
+	s.watch.Resync()
 	if f := rules.MembersFile(); f != "" && s.recentlyModified(f) {
 		return
 	}
@@ -132,25 +120,11 @@ func (s *Source) Rules() config.ListRules {
 	return s.rules
 }
 
-// file is the members file to watch, "" for the static source. For the
-// Etcd resource it is the agent's copy of the resource's list.
-func (s *Source) file() string {
-	f := s.Rules().MembersFile()
-	if f == "" {
-		return ""
-	}
-	return filepath.Clean(f)
-}
-
 // settle is how long the members file's directories must be free of
 // events before the watch reads the file: a tool that writes in several
 // steps (truncate, then write) must not be read half-way, when a shortened
 // list would look like removals.
 const settle = 50 * time.Millisecond
-
-// settleLimit bounds the wait for quiet, in settle times, so that steady
-// events on other files in a watched directory cannot hold a read off.
-const settleLimit = 4
 
 // Refresh reads the configured source and applies the rules, and has
 // Watch check that its watches still match the file's path (a directory
@@ -159,10 +133,7 @@ const settleLimit = 4
 // modified within the last moments, is left for the watch to read once
 // it settled.
 func (s *Source) Refresh() bool {
-	select {
-	case s.resync <- struct{}{}:
-	default:
-	}
+	s.watch.Resync()
 	rules := s.Rules()
 	if f := rules.MembersFile(); f != "" && s.unsettled(f) {
 		return false
@@ -173,7 +144,7 @@ func (s *Source) Refresh() bool {
 // unsettled tells whether the file may be mid-write: the watch saw events
 // it has not read after yet, or the file was modified recently.
 func (s *Source) unsettled(path string) bool {
-	return s.pending.Load() || s.recentlyModified(path)
+	return s.watch.Pending() || s.recentlyModified(path)
 }
 
 // recentlyModified: the file was modified within the settle time. A
@@ -186,7 +157,7 @@ func (s *Source) recentlyModified(path string) bool {
 		return false
 	}
 	age := s.now().Sub(fi.ModTime())
-	return age >= 0 && age < s.settle
+	return age >= 0 && age < s.watch.Settle
 }
 
 // refresh reads the configured source now and acts on what it finds.
@@ -272,84 +243,9 @@ func (s *Source) waitForEtcdResource(rules config.ListRules) {
 }
 
 // Watch re-reads the members file whenever it may have changed, until ctx
-// ends. It watches directories, not the file: tools replace such files by
-// renaming a new one over them, which a watch on the old inode misses. When
-// the path is a symlink (a chain, a ConfigMap volume's ..data), the
-// directory of every hop is watched too, and the set is worked out again
-// after every event. Any event in those directories leads to a read once
-// the burst is over; the list is acted on only when its content changed.
-func (s *Source) Watch(ctx context.Context) error {
-	fw, err := fsnotify.NewWatcher()
-	if err != nil {
-		return fmt.Errorf("watch members file: %w", err)
-	}
-	defer fw.Close()
-	dirs := newDirWatch(fw, s.log)
-	deb := newDebounce(s.settle, settleLimit*s.settle)
-	defer deb.stop()
-	defer s.pending.Store(false)
-	dirs.sync(s.file())
-	close(s.watching)
-	arm := func() {
-		s.pending.Store(true)
-		deb.arm(time.Now())
-	}
-	read := func() {
-		// Follow a re-pointed symlink before reading, so that a later
-		// edit at the new target is seen too.
-		dirs.sync(s.file())
-		s.refresh(true)
-		s.pending.Store(false)
-	}
-	var previous fsnotify.Event
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-s.resync:
-			if dirs.sync(s.file()) {
-				arm()
-			}
-		case ev, ok := <-fw.Events:
-			if !ok {
-				return nil
-			}
-			dirs.saw(ev)
-			replaced := renamedOver(previous, ev, s.file())
-			previous = ev
-			if replaced {
-				// A file renamed over the members file is complete: the
-				// tool wrote it under another name first. Read it now;
-				// nothing is left to settle.
-				deb.stop()
-				deb.fired()
-				read()
-				continue
-			}
-			arm()
-		case err, ok := <-fw.Errors:
-			if !ok {
-				return nil
-			}
-			// Events may have been dropped (queue overflow): read anyway.
-			s.log.Warn("members file watch error; changes are picked up on the next reconcile pass", "error", err)
-			arm()
-		case <-deb.C():
-			deb.fired()
-			read()
-		}
-	}
-}
-
-// renamedOver reports whether ev, following previous, is a file renamed
-// over the members file within its directory: inotify reports the move as
-// IN_MOVED_FROM on the old name, then IN_MOVED_TO on the new one, which
-// fsnotify delivers as Rename, then Create. A Create without that Rename
-// is a file created in place, which may still be written to.
-func renamedOver(previous, ev fsnotify.Event, file string) bool {
-	return file != "" && ev.Name == file && ev.Op == fsnotify.Create &&
-		previous.Op == fsnotify.Rename && previous.Name != file && filepath.Dir(previous.Name) == filepath.Dir(file)
-}
+// ends (see filewatch.Watch); the list is acted on only when its content
+// changed. Between events, each reconcile pass's Refresh reads it too.
+func (s *Source) Watch(ctx context.Context) error { return s.watch.Run(ctx) }
 
 func fingerprint(addrs []netip.Addr, errs config.Errors) string {
 	h := sha256.New()

@@ -7,14 +7,12 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/etcdlet/etcdlet/internal/eventually"
-	"github.com/fsnotify/fsnotify"
 )
 
 const (
@@ -333,53 +331,6 @@ func TestRefreshReadsAFileDatedInTheFuture(t *testing.T) {
 	}
 }
 
-func TestResolve(t *testing.T) {
-	// resolve returns real paths; the temporary directory may not be one.
-	dir, err := filepath.EvalSymlinks(t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	mkdir(t, filepath.Join(dir, "cm", "..ts1"))
-	writeInPlace(t, filepath.Join(dir, "cm", "..ts1", "members"), listA)
-	symlink(t, "..ts1", filepath.Join(dir, "cm", "..data"))
-	symlink(t, "..data/members", filepath.Join(dir, "cm", "members"))
-	mkdir(t, filepath.Join(dir, "a", "b"))
-	symlink(t, "b/../../cm/members", filepath.Join(dir, "a", "up"))
-	symlink(t, "loop2", filepath.Join(dir, "a", "loop1"))
-	symlink(t, "loop1", filepath.Join(dir, "a", "loop2"))
-	writeInPlace(t, filepath.Join(dir, "a", "file"), listA)
-
-	tests := []struct {
-		name    string
-		path    string
-		want    []string // relative to dir
-		wantErr string
-	}{
-		{"plain file", "a/file", []string{"a"}, ""},
-		{"missing file", "a/none", []string{"a"}, ""},
-		{"ConfigMap layout", "cm/members", []string{"cm", "cm/..ts1"}, ""},
-		{"dot-dot after a symlink", "a/up", []string{"a", "cm", "cm/..ts1"}, ""},
-		{"missing directory", "gone/deeper/members", []string{"."}, "no such file or directory"},
-		{"file used as a directory", "a/file/members", []string{"a"}, "is not a directory"},
-		{"symlink loop", "a/loop1", []string{"a"}, "too many levels of symbolic links"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := resolve(filepath.Join(dir, tt.path))
-			var want []string
-			for _, d := range tt.want {
-				want = append(want, filepath.Join(dir, d))
-			}
-			if !slices.Equal(r.dirs, want) {
-				t.Errorf("dirs %v, want %v", r.dirs, want)
-			}
-			if (r.err == nil) != (tt.wantErr == "") || (r.err != nil && !strings.Contains(r.err.Error(), tt.wantErr)) {
-				t.Errorf("error %v, want %q", r.err, tt.wantErr)
-			}
-		})
-	}
-}
-
 // A file renamed over the members file is complete and read at once; a
 // write in place still waits for the directory to settle. The settle time
 // is an hour here, so only the rename can be read within the deadline.
@@ -388,7 +339,7 @@ func TestWatchReadsAFileRenamedOverItAtOnce(t *testing.T) {
 	path := filepath.Join(dir, "members")
 	writeSettled(t, path, listA)
 	s := New(fileConfig(path, 0), slog.New(slog.NewTextHandler(&logBuffer{}, nil)), nil)
-	s.settle = time.Hour
+	s.watch.Settle = time.Hour
 	s.refresh(false)
 	watch(t, s)
 
@@ -400,33 +351,9 @@ func TestWatchReadsAFileRenamedOverItAtOnce(t *testing.T) {
 	waitFor(t, s, watchDeadline, "a file renamed over the list", func() bool { return current(s) == wantB })
 
 	writeInPlace(t, path, listC)
-	waitFor(t, s, watchDeadline, "the watch noticing a write in place", s.pending.Load)
+	waitFor(t, s, watchDeadline, "the watch noticing a write in place", s.watch.Pending)
 	if current(s) != wantB {
 		t.Fatalf("a write in place was read before the directory settled: list %q", current(s))
-	}
-}
-
-func TestRenamedOver(t *testing.T) {
-	const file = "/etc/etcdlet/members"
-	ev := func(op fsnotify.Op, name string) fsnotify.Event { return fsnotify.Event{Op: op, Name: name} }
-	tests := []struct {
-		name           string
-		previous, this fsnotify.Event
-		want           bool
-	}{
-		{"a temporary file renamed over it", ev(fsnotify.Rename, "/etc/etcdlet/.members.tmp"), ev(fsnotify.Create, file), true},
-		{"created in place (may still be written)", ev(fsnotify.Remove, file), ev(fsnotify.Create, file), false},
-		{"a write", ev(fsnotify.Rename, "/etc/etcdlet/.members.tmp"), ev(fsnotify.Write, file), false},
-		{"another file created after a rename", ev(fsnotify.Rename, "/etc/etcdlet/.members.tmp"), ev(fsnotify.Create, "/etc/etcdlet/other"), false},
-		{"a rename in another directory", ev(fsnotify.Rename, "/tmp/members"), ev(fsnotify.Create, file), false},
-		{"the file itself renamed away, then created", ev(fsnotify.Rename, file), ev(fsnotify.Create, file), false},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := renamedOver(tt.previous, tt.this, file); got != tt.want {
-				t.Errorf("renamedOver(%v, %v) = %v, want %v", tt.previous, tt.this, got, tt.want)
-			}
-		})
 	}
 }
 
@@ -443,5 +370,5 @@ func watch(t *testing.T, s *Source) {
 			t.Errorf("Watch: %v", err)
 		}
 	})
-	<-s.watching
+	<-s.watch.Ready()
 }

@@ -1,6 +1,11 @@
-package memberlist
+// Package filewatch notices, with fsnotify, every change to the file a
+// path names: written in place, replaced by a rename, or re-pointed
+// through symlinks (a Kubernetes ConfigMap volume). The members file and
+// the configuration file are watched with it.
+package filewatch
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,15 +13,151 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
 )
 
+// Watch calls Changed whenever the file Path names may have changed, once
+// its directories have been quiet for Settle. It watches directories, not
+// the file: tools replace such files by renaming a new one over them,
+// which a watch on the old inode misses. When the path is a symlink (a
+// chain, a ConfigMap volume's ..data), the directory of every hop is
+// watched too, and the set is worked out again after every event. Any
+// event in those directories leads to a call once the burst is over, so
+// Changed must itself tell whether the content changed.
+type Watch struct {
+	// What names the file in the log ("members file").
+	What string
+	// Path returns the path to watch now; "" for none. It may change:
+	// Resync has the watch follow it.
+	Path func() string
+	// Settle is how long the file's directories must be free of events
+	// before Changed is called: a tool that writes in several steps
+	// (truncate, then write) must not be read half-way. A file renamed
+	// over the path is complete and is read at once. Set before Run.
+	Settle time.Duration
+	// Changed is called on Run's goroutine after a settled change.
+	Changed func()
+	Log     *slog.Logger
+
+	resync  chan struct{}
+	ready   chan struct{}
+	pending atomic.Bool
+}
+
+// settleLimit bounds the wait for quiet, in settle times, so that steady
+// events on other files in a watched directory cannot hold a read off.
+const settleLimit = 4
+
+// New returns a watch; Run starts it.
+func New(what string, path func() string, settle time.Duration, log *slog.Logger, changed func()) *Watch {
+	return &Watch{What: what, Path: path, Settle: settle, Changed: changed, Log: log,
+		resync: make(chan struct{}, 1), ready: make(chan struct{})}
+}
+
+// Resync has Run check its watches against the path as it is now (after
+// the path changed, or a directory was removed and re-created, which
+// loses its watch). It never blocks.
+func (w *Watch) Resync() {
+	select {
+	case w.resync <- struct{}{}:
+	default:
+	}
+}
+
+// Pending tells whether the watch saw events it has not called Changed
+// after yet: the file may be mid-write.
+func (w *Watch) Pending() bool { return w.pending.Load() }
+
+// Ready is closed once Run has set up its watches.
+func (w *Watch) Ready() <-chan struct{} { return w.ready }
+
+// Run watches until ctx ends.
+func (w *Watch) Run(ctx context.Context) error {
+	fw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", w.What, err)
+	}
+	defer fw.Close()
+	dirs := newDirWatch(fw, w.Log, w.What)
+	deb := newDebounce(w.Settle, settleLimit*w.Settle)
+	defer deb.stop()
+	defer w.pending.Store(false)
+	path := func() string {
+		if p := w.Path(); p != "" {
+			return filepath.Clean(p)
+		}
+		return ""
+	}
+	dirs.sync(path())
+	close(w.ready)
+	arm := func() {
+		w.pending.Store(true)
+		deb.arm(time.Now())
+	}
+	changed := func() {
+		// Follow a re-pointed symlink before reading, so that a later
+		// edit at the new target is seen too.
+		dirs.sync(path())
+		w.Changed()
+		w.pending.Store(false)
+	}
+	var previous fsnotify.Event
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.resync:
+			if dirs.sync(path()) {
+				arm()
+			}
+		case ev, ok := <-fw.Events:
+			if !ok {
+				return nil
+			}
+			dirs.saw(ev)
+			replaced := renamedOver(previous, ev, path())
+			previous = ev
+			if replaced {
+				// A file renamed over the watched one is complete: the
+				// tool wrote it under another name first. Read it now;
+				// nothing is left to settle.
+				deb.stop()
+				deb.fired()
+				changed()
+				continue
+			}
+			arm()
+		case err, ok := <-fw.Errors:
+			if !ok {
+				return nil
+			}
+			// Events may have been dropped (queue overflow): read anyway.
+			w.Log.Warn(w.What+" watch error; reading it again", "error", err)
+			arm()
+		case <-deb.C():
+			deb.fired()
+			changed()
+		}
+	}
+}
+
+// renamedOver reports whether ev, following previous, is a file renamed
+// over file within its directory: inotify reports the move as
+// IN_MOVED_FROM on the old name, then IN_MOVED_TO on the new one, which
+// fsnotify delivers as Rename, then Create. A Create without that Rename
+// is a file created in place, which may still be written to.
+func renamedOver(previous, ev fsnotify.Event, file string) bool {
+	return file != "" && ev.Name == file && ev.Op == fsnotify.Create &&
+		previous.Op == fsnotify.Rename && previous.Name != file && filepath.Dir(previous.Name) == filepath.Dir(file)
+}
+
 // maxSymlinks is the kernel's limit on symlinks followed in one lookup.
 const maxSymlinks = 40
 
-// resolution is what a members file path depends on right now.
+// resolution is what a file path depends on right now.
 type resolution struct {
 	// dirs are the directories whose entries decide which file the path
 	// names: the directory of every symlink met on the way and that of
@@ -110,19 +251,20 @@ func components(path string) []string {
 	return out
 }
 
-// dirWatch keeps an fsnotify watch on each directory a members file path
-// depends on. It is used by the Watch goroutine only.
+// dirWatch keeps an fsnotify watch on each directory a file path depends
+// on. It is used by the Run goroutine only.
 type dirWatch struct {
-	fs  *fsnotify.Watcher
-	log *slog.Logger
+	fs   *fsnotify.Watcher
+	log  *slog.Logger
+	what string // the file watched, for the log ("members file")
 	// watched maps each watched directory to what it was when the watch
 	// was added, to notice a directory replaced under the same name.
 	watched map[string]os.FileInfo
 	lost    bool // a warning that the watch is lost has been logged
 }
 
-func newDirWatch(fs *fsnotify.Watcher, log *slog.Logger) *dirWatch {
-	return &dirWatch{fs: fs, log: log, watched: map[string]os.FileInfo{}}
+func newDirWatch(fs *fsnotify.Watcher, log *slog.Logger, what string) *dirWatch {
+	return &dirWatch{fs: fs, log: log, what: what, watched: map[string]os.FileInfo{}}
 }
 
 // sync points the watches at what path depends on now and reports whether
@@ -184,14 +326,13 @@ func (w *dirWatch) saw(ev fsnotify.Event) {
 func (w *dirWatch) report(path string, problem error) {
 	switch {
 	case path == "":
-		w.lost = false // the static source has nothing to watch
+		w.lost = false // nothing to watch
 	case problem != nil && !w.lost:
 		w.lost = true
-		w.log.Warn("members file watch lost; watching for its directory to come back, and each reconcile pass re-reads the file meanwhile",
-			"file", path, "watching", w.dirs(), "error", problem)
+		w.log.Warn(w.what+" watch lost; watching for its directory to come back", "file", path, "watching", w.dirs(), "error", problem)
 	case problem == nil && w.lost:
 		w.lost = false
-		w.log.Info("members file watch restored", "file", path, "watching", w.dirs())
+		w.log.Info(w.what+" watch restored", "file", path, "watching", w.dirs())
 	}
 }
 
