@@ -85,6 +85,11 @@ type Config struct {
 	Kubernetes Kubernetes `yaml:"kubernetes"`
 	Backup     Backup     `yaml:"backup"`
 	Tasks      Tasks      `yaml:"tasks"`
+
+	// Digest is the SHA-256, in hex, of the file content Load read (see
+	// FileDigest); empty for a configuration from Parse. It tells whether
+	// the file on disk is still the one in force.
+	Digest string `yaml:"-"`
 }
 
 // Cluster identifies the etcd cluster that the member list describes.

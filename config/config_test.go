@@ -463,3 +463,35 @@ func TestExamplesAreValid(t *testing.T) {
 		})
 	}
 }
+
+// The digest of a loaded configuration is that of its file, which
+// FileDigest gives without loading; it is no setting: two loads of
+// different files that mean the same have no changed fields.
+func TestDigestIsTheFileContent(t *testing.T) {
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	base := "cluster:\n  name: etcd-main\nmembers:\n  source: static\n  addresses: [127.0.0.1]\n"
+	if err := os.WriteFile(a, []byte(base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(b, []byte("# the same, with a comment\n"+base), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ca, err := Load(a)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cb, err := Load(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := FileDigest(a); err != nil || d != ca.Digest || len(d) != 64 {
+		t.Errorf("FileDigest = %q, %v; Load's Digest %q", d, err, ca.Digest)
+	}
+	if ca.Digest == cb.Digest {
+		t.Error("two files of different content have the same digest")
+	}
+	if changed := ChangedFields(ca, cb); len(changed) != 0 {
+		t.Errorf("ChangedFields names %q for the same settings", changed)
+	}
+}

@@ -1,6 +1,8 @@
 package config
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -38,10 +40,26 @@ func Load(path string) (*Config, error) {
 	if err != nil {
 		return nil, err
 	}
+	cfg.Digest = digest(data)
 	if err := cfg.Validate(); err != nil {
 		return cfg, err
 	}
 	return cfg, nil
+}
+
+// FileDigest is the digest of a configuration file's content as Load
+// would read it, to compare with a loaded configuration's Digest.
+func FileDigest(path string) (string, error) {
+	data, err := ReadRegularFile(path, MaxConfigBytes)
+	if err != nil {
+		return "", fmt.Errorf("read config %s: %w", path, err)
+	}
+	return digest(data), nil
+}
+
+func digest(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
 }
 
 // Parse strictly decodes YAML into a Config and applies defaults, without

@@ -42,6 +42,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/status"
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/statusreport"
 	"github.com/etcdlet/etcdlet/daemon/tasks"
 	"github.com/etcdlet/etcdlet/systemd"
 )
@@ -66,6 +67,7 @@ type Agent struct {
 	peerTLS     *tls.Config  // the agent peer endpoint's, nil without peer TLS
 	peer        *http.Server // the agent peer endpoint, once the node address is known
 	reloads     chan reloadRequest
+	fresh       chan struct{}           // /readyz asks for a pass (readyNow)
 	wakes       *consent.Wakes          // wake-ups from other agents, coalesced
 	pacemaker   *pacemaker.Health       // nil unless pacemaker.enabled
 	report      *report.Reporting       // the kubernetes section; drops Events without it
@@ -98,7 +100,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	m := metrics.New()
 	m.SetBuildInfo(version)
 	a := &Agent{cfg: cfg, log: log, version: version, pool: pool, metrics: m, peerTLS: peerTLS,
-		reloads: make(chan reloadRequest), wakes: consent.NewWakes(consent.WakeInterval)}
+		reloads: make(chan reloadRequest), fresh: make(chan struct{}, 1), wakes: consent.NewWakes(consent.WakeInterval)}
 	// The list source owns the list rules in force (a reload replaces
 	// them there); the keeper of the Etcd resource's list reads them from it.
 	a.source = memberlist.New(cfg.ListRules(), log, st.AppliedList())
@@ -158,9 +160,10 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	return a, nil
 }
 
-// Reload applies a reloaded configuration (SIGHUP). Only the member list
-// source and the list rules can change at run time; any other change is
-// refused as a whole, naming the fields, and the running config stays.
+// Reload applies a reloaded configuration (see ConfigFile). Only the
+// member list source and the list rules can change at run time; any other
+// change is refused as a whole, naming the fields, and the running config
+// stays.
 func (a *Agent) Reload(ctx context.Context, cfg *config.Config) error {
 	req := reloadRequest{cfg: cfg, reply: make(chan error, 1)}
 	select {
@@ -171,11 +174,11 @@ func (a *Agent) Reload(ctx context.Context, cfg *config.Config) error {
 	return <-req.reply
 }
 
-// RejectReload records that a reloaded configuration file was rejected
-// before it reached Reload (it does not load or validate): /readyz says
-// so until a reload is applied.
-func (a *Agent) RejectReload(err error) {
-	a.reloaded(fmt.Errorf("configuration reload rejected, the running configuration stays in force: %w", err))
+// RejectReload records that a reloaded configuration file, whose content
+// has the digest tried, was rejected before it reached Reload (it does not
+// load or validate): /readyz says so until a reload is applied.
+func (a *Agent) RejectReload(tried string, err error) {
+	a.reloaded(tried, fmt.Errorf("configuration reload rejected, the running configuration stays in force: %w", err))
 }
 
 // Run runs the loop until ctx ends, then stops the local member.
@@ -187,7 +190,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	for _, w := range a.cfg.SecurityWarnings() {
 		a.log.Warn("insecure configuration: " + w)
 	}
-	a.health.start(time.Now())
+	a.record(a.health.start(time.Now(), a.cfg.Digest))
 	var wg sync.WaitGroup
 	loopCtx, stop := context.WithCancel(ctx)
 	defer stop()
@@ -240,10 +243,12 @@ func (a *Agent) Run(ctx context.Context) error {
 			}
 		case req := <-a.restarts.C():
 			a.restartMember(ctx, req)
+		case <-a.fresh:
 		case <-timer.C:
 		}
+		began := time.Now()
 		next := a.node.Pass(ctx)
-		a.health.passed(time.Now())
+		a.health.passed(began, time.Now())
 		a.startPeerEndpoint(&wg)
 		if self := a.node.Self(); self.IP.IsValid() {
 			a.tasks.StartAPI(&wg, self.IP.String())
@@ -339,7 +344,7 @@ func (a *Agent) localMember(ctx context.Context) (druid.LocalMember, error) {
 func (a *Agent) notify() {
 	a.notifier.Watchdog()
 	snap := a.node.Last()
-	status := statusLine(snap)
+	status := statusLine(a.cfg.Cluster.Name, snap)
 	switch snap.Decision.Kind {
 	case "":
 		if a.source.Read() {
@@ -355,8 +360,11 @@ func (a *Agent) notify() {
 	a.notifier.Status(status)
 }
 
-// statusLine summarises the agent's state for systemctl status.
-func statusLine(s node.Snapshot) string {
+// statusLine summarises the agent's state for systemctl status. It says
+// what `etcdlet status` says of the same look (statusreport.FromSnapshot):
+// the cluster's reach comes before the plan, so that a cluster without
+// quorum, or one not founded yet, never reads as "matches the list".
+func statusLine(cluster string, s node.Snapshot) string {
 	switch {
 	case !s.ListOK:
 		return "ready, nothing to run: no member list yet"
@@ -365,19 +373,24 @@ func statusLine(s node.Snapshot) string {
 	case s.Decision.Kind == "":
 		return "ready, nothing to run yet"
 	}
+	r := statusreport.FromSnapshot(cluster, s)
 	line := "local member: " + string(s.Decision.Kind)
 	if s.Decision.Reason != "" && s.Decision.Kind != localmember.Keep {
 		line += " (" + s.Decision.Reason + ")"
 	}
 	switch {
-	case s.Plan.Next != nil:
-		line += "; next: " + s.Plan.Next.String()
-	case len(s.Plan.Waiting) > 0:
-		line += "; waiting: " + s.Plan.Waiting[0].String()
-	default:
-		line += "; membership matches the list"
+	case !r.Answered:
+		return line + "; cluster unreachable: no member answered"
+	case !r.Reached:
+		return line + "; no quorum: members answer, but not a majority of the voters agree"
+	case r.Converged:
+		return line + "; membership matches the list"
+	case r.Plan.Next != "":
+		return line + "; next: " + r.Plan.Next
+	case len(r.Plan.Waiting) > 0:
+		return line + "; waiting: " + r.Plan.Waiting[0]
 	}
-	return line
+	return line + "; membership does not match the list yet"
 }
 
 func resetTimer(t *time.Timer, d time.Duration) {

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"net"
@@ -39,32 +40,73 @@ func listenAgent(a config.Agent) (net.Listener, *tls.Config, error) {
 
 // healthState is what /healthz and /readyz read besides the last pass's
 // snapshot: when the loop started and last finished a pass, and whether
-// the latest configuration reload was refused.
+// the latest configuration reload was refused. It also keeps the digest
+// of the configuration in force, for the reload record.
 type healthState struct {
 	mu        sync.Mutex
 	started   time.Time
-	lastPass  time.Time
+	lastPass  time.Time     // when the last pass finished
+	lastBegan time.Time     // when it began
+	passDone  chan struct{} // closed when the next pass finishes
 	configErr error
+	inForce   string // config.Config.Digest of the configuration in force
 }
 
-func (h *healthState) start(t time.Time) {
+// start records the start and the configuration loaded for it.
+func (h *healthState) start(t time.Time, digest string) ReloadOutcome {
 	h.mu.Lock()
-	h.started = t
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	h.started, h.inForce = t, digest
+	return ReloadOutcome{At: t.UTC(), InForce: digest, Tried: digest}
 }
 
-func (h *healthState) passed(t time.Time) {
+// passed records a pass that began at began and finished at done.
+func (h *healthState) passed(began, done time.Time) {
 	h.mu.Lock()
-	h.lastPass = t
-	h.mu.Unlock()
+	defer h.mu.Unlock()
+	h.lastBegan, h.lastPass = began, done
+	if h.passDone != nil {
+		close(h.passDone)
+		h.passDone = nil
+	}
 }
 
-// reloaded records the outcome of a configuration reload: nil when it was
-// applied, else why it was refused.
-func (h *healthState) reloaded(err error) {
+// awaitPassSince waits until a pass that began at t or later finished,
+// and reports whether one did before ctx ended.
+func (h *healthState) awaitPassSince(ctx context.Context, t time.Time) bool {
+	for {
+		h.mu.Lock()
+		if !h.lastBegan.Before(t) {
+			h.mu.Unlock()
+			return true
+		}
+		if h.passDone == nil {
+			h.passDone = make(chan struct{})
+		}
+		done := h.passDone
+		h.mu.Unlock()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-done:
+		}
+	}
+}
+
+// reloaded records the outcome of a reload of the file content whose
+// digest is tried: nil when it was applied, else why it was refused.
+func (h *healthState) reloaded(tried string, err error) ReloadOutcome {
 	h.mu.Lock()
+	defer h.mu.Unlock()
 	h.configErr = err
-	h.mu.Unlock()
+	if err == nil {
+		h.inForce = tried
+	}
+	o := ReloadOutcome{At: time.Now().UTC(), InForce: h.inForce, Tried: tried}
+	if err != nil {
+		o.Error = err.Error()
+	}
+	return o
 }
 
 func (h *healthState) read() (started, lastPass time.Time, configErr error) {
@@ -88,8 +130,8 @@ func (a *Agent) serveHTTP(wg *sync.WaitGroup) *http.Server {
 		ok, body := a.alive(time.Now())
 		answer(w, ok, body)
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
-		r := a.ready(time.Now())
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, req *http.Request) {
+		r := a.readyNow(req.Context(), time.Now())
 		answer(w, r.Ready, r.Reason)
 	})
 	if a.pacemaker != nil {
@@ -123,6 +165,37 @@ func (a *Agent) alive(now time.Time) (bool, string) {
 			now.Sub(last).Round(time.Second), stale)
 	}
 	return true, fmt.Sprintf("ok: last reconcile pass %s ago", now.Sub(last).Round(time.Millisecond))
+}
+
+// readyWait bounds the wait for that pass: kubelet's probes give up after
+// a second by default. A pass that takes longer (a cluster that does not
+// answer) leaves the answer to the last pass.
+const readyWait = 800 * time.Millisecond
+
+// readyNow is /readyz at asked. "Ready" is answered from the last pass
+// at once: it is the common case, and the loop's passes keep it current.
+// "Not ready" is asked again of a pass that begins after the request, so
+// that /readyz does not lag a change that etcdlet status (its own look,
+// made at once) already shows: when the status --wait of a rolling
+// restart returns 0, the node's readiness must not say "not ready" for up
+// to a reconcile interval more. Requests that arrive together share one
+// pass, and passes never overlap, so probes cannot pile work up; a pass
+// keeps its own delays (a member's restart backoff) whenever it runs.
+func (a *Agent) readyNow(ctx context.Context, asked time.Time) node.Readiness {
+	r := a.ready(asked)
+	if r.Ready {
+		return r
+	}
+	select {
+	case a.fresh <- struct{}{}:
+	default: // a pass is already asked for
+	}
+	ctx, cancel := context.WithTimeout(ctx, readyWait)
+	defer cancel()
+	if a.health.awaitPassSince(ctx, asked) {
+		return a.ready(time.Now())
+	}
+	return r
 }
 
 // ready is /readyz, judged from the last pass (node.Ready).

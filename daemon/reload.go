@@ -11,16 +11,47 @@ import (
 )
 
 // ReloadFile is where, under agent.stateDir, the agent keeps the outcome
-// of its latest configuration reload, for etcdlet reload to report.
+// of its latest load of the configuration file (at start, or a reload),
+// for etcdlet reload and etcdlet status to report.
 const ReloadFile = "reload.json"
 
-// ReloadOutcome is the outcome of a configuration reload.
+// ReloadOutcome is the outcome of a load of the configuration file.
 type ReloadOutcome struct {
-	// At is when the agent decided it (after the SIGHUP).
+	// At is when the agent decided it (after the SIGHUP or the change).
 	At time.Time `json:"at"`
 	// Error says why the reload was rejected or refused; empty when the
 	// new configuration is in force.
 	Error string `json:"error,omitempty"`
+	// InForce is the digest (config.FileDigest) of the file content in
+	// force afterwards; Tried that of the content this outcome is about,
+	// "" when the file could not be read.
+	InForce string `json:"inForce,omitempty"`
+	Tried   string `json:"tried,omitempty"`
+}
+
+// ReadReloadOutcome returns the agent's latest record, and false when it
+// has none (it never ran with this state dir).
+func ReadReloadOutcome(stateDir string) (ReloadOutcome, bool, error) {
+	var o ReloadOutcome
+	found, err := state.Store{Dir: stateDir}.ReadJSON(ReloadFile, &o)
+	return o, found, err
+}
+
+// ConfigDrift says how the configuration file, as loaded now (cfg), differs
+// from the one the agent runs with the same state dir, from the agent's
+// record: "" when it is the one in force, or when no agent ran yet.
+func ConfigDrift(cfg *config.Config) (string, error) {
+	o, found, err := ReadReloadOutcome(cfg.Agent.StateDir)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("read the agent's record of its configuration: %w", err)
+	case !found || o.InForce == "" || o.InForce == cfg.Digest:
+		return "", nil
+	case o.Tried == cfg.Digest && o.Error != "":
+		return "the file differs from the configuration the agent runs, and the agent refused it: " + o.Error, nil
+	}
+	return fmt.Sprintf("the file differs from the configuration the agent last loaded (%s); the agent reloads a change within moments, so if this stays it is not running or lost its watch: etcdlet reload applies the file and says the verdict",
+		o.At.Format(time.RFC3339)), nil
 }
 
 // WaitReload waits until the agent whose state dir is stateDir has
@@ -30,8 +61,7 @@ func WaitReload(ctx context.Context, stateDir string, sent time.Time) (ReloadOut
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
 	for {
-		var o ReloadOutcome
-		found, err := state.Store{Dir: stateDir}.ReadJSON(ReloadFile, &o)
+		o, found, err := ReadReloadOutcome(stateDir)
 		switch {
 		case err != nil:
 			return o, err
@@ -46,16 +76,16 @@ func WaitReload(ctx context.Context, stateDir string, sent time.Time) (ReloadOut
 	}
 }
 
-// reloaded records a reload's outcome where /readyz reads it and where
-// etcdlet reload does (ReloadFile).
-func (a *Agent) reloaded(err error) {
-	a.health.reloaded(err)
-	o := ReloadOutcome{At: time.Now().UTC()}
-	if err != nil {
-		o.Error = err.Error()
-	}
-	if werr := (state.Store{Dir: a.cfg.Agent.StateDir}).WriteJSON(ReloadFile, o); werr != nil {
-		a.log.Warn("the outcome of the configuration reload was not saved for etcdlet reload", "file", ReloadFile, "error", werr)
+// reloaded records the outcome of a reload of the file content whose
+// digest is tried, where /readyz reads it and where etcdlet reload and
+// etcdlet status do (ReloadFile).
+func (a *Agent) reloaded(tried string, err error) {
+	a.record(a.health.reloaded(tried, err))
+}
+
+func (a *Agent) record(o ReloadOutcome) {
+	if err := (state.Store{Dir: a.cfg.Agent.StateDir}).WriteJSON(ReloadFile, o); err != nil {
+		a.log.Warn("the outcome of the configuration load was not saved for etcdlet reload and status", "file", ReloadFile, "error", err)
 	}
 }
 
@@ -77,11 +107,11 @@ func (a *Agent) applyReload(cfg *config.Config) error {
 	if fields := immutableChanges(a.cfg, cfg); len(fields) > 0 {
 		err := fmt.Errorf("reload refused: %s changed; these need a restart of etcdlet (the running configuration stays in force)", strings.Join(fields, ", "))
 		a.log.Error("configuration reload refused", "error", err)
-		a.reloaded(err)
+		a.reloaded(cfg.Digest, err)
 		return err
 	}
 	a.source.SetRules(cfg.ListRules())
-	a.reloaded(nil)
+	a.reloaded(cfg.Digest, nil)
 	a.log.Info("configuration reloaded")
 	return nil
 }

@@ -2,11 +2,12 @@ package test
 
 import (
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -14,8 +15,10 @@ import (
 )
 
 // A members file that breaks the address-list rules is rejected with its
-// reasons and changes nothing, on every agent; so is a bad SIGHUP reload.
-// A later valid list is acted on again.
+// reasons and changes nothing, on every agent; so is a configuration file
+// edited into one that is invalid or needs a restart, which the agent
+// reloads on its own and etcdlet status reports. A later valid list is
+// acted on again.
 func TestBadReloadChangesNothing(t *testing.T) {
 	t.Parallel()
 	c, cli := startCluster(t, netBadReload, 3, func(o *harness.Options) { o.Replicas = 3 })
@@ -53,7 +56,7 @@ func TestBadReloadChangesNothing(t *testing.T) {
 		})
 	}
 
-	t.Run("SIGHUP with an invalid config", func(t *testing.T) {
+	t.Run("the configuration file edited", func(t *testing.T) {
 		cfg := c.ConfigPath(1)
 		orig, err := os.ReadFile(cfg)
 		if err != nil {
@@ -64,31 +67,43 @@ func TestBadReloadChangesNothing(t *testing.T) {
 				t.Errorf("restore %s: %v", cfg, err)
 			}
 		}()
-		if err := os.WriteFile(cfg, append(orig, []byte("bogus: true\n")...), 0o600); err != nil {
-			t.Fatal(err)
+		const (
+			rejected = "configuration reload rejected; the running configuration stays in force"
+			refused  = "configuration reload refused"
+			reloaded = "configuration reloaded"
+		)
+		// edit writes the file and waits until the agent, on its own
+		// (no signal), logged the verdict once more.
+		edit := func(content []byte, verdict string) {
+			t.Helper()
+			before := c.Agent(1).CountLog(verdict, nil)
+			if err := os.WriteFile(cfg, content, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			harness.Eventually(t, 10*time.Second, "the agent reloads the edited file on its own: "+verdict, func() error {
+				if c.Agent(1).CountLog(verdict, nil) <= before {
+					return errorf("agent 1 has not logged %q again", verdict)
+				}
+				return nil
+			})
 		}
-		c.Agent(1).Signal(syscall.SIGHUP)
-		harness.Eventually(t, 10*time.Second, "reload rejected", func() error {
-			return expectLog(c.Agent(1), "configuration reload rejected; the running configuration stays in force", nil)
-		})
-		changed := strings.Replace(string(orig), fmt.Sprintf("clientPort: %d", c.Ports.Client), "clientPort: 1", 1)
-		if err := os.WriteFile(cfg, []byte(changed), 0o600); err != nil {
-			t.Fatal(err)
+		invalid := append(slices.Clone(orig), []byte("bogus: true\n")...)
+		edit(invalid, rejected)
+		// A change that needs a restart is refused, and etcdlet status
+		// says that the file is not the configuration in force, and why.
+		needsRestart := []byte(strings.Replace(string(orig), fmt.Sprintf("clientPort: %d", c.Ports.Client), "clientPort: 1", 1))
+		edit(needsRestart, refused)
+		if out, _, _ := etcdlet(t, "status", "--config", cfg); !strings.Contains(out, "CONFIGURATION NOT IN FORCE") || !strings.Contains(out, "reload refused: etcd.clientPort changed") {
+			t.Errorf("etcdlet status with a refused file on disk does not say so:\n%s", out)
 		}
-		c.Agent(1).Signal(syscall.SIGHUP)
-		harness.Eventually(t, 10*time.Second, "reload refused", func() error {
-			return expectLog(c.Agent(1), "configuration reload refused", nil)
-		})
-		// etcdlet reload (the unit's ExecReload) reports the agent's
-		// verdict; an invalid file is not sent at all.
+		// etcdlet reload (the unit's ExecReload) sends SIGHUP and reports
+		// the agent's verdict; an invalid file is not sent at all.
 		pid := strconv.Itoa(c.Agent(1).PID())
 		if _, stderr, code := etcdlet(t, "reload", "--config", cfg, "--pid", pid); code != 1 || !strings.Contains(stderr, "reload refused: etcd.clientPort changed") {
 			t.Errorf("etcdlet reload of a configuration that needs a restart: exit %d, %q; want 1 naming etcd.clientPort", code, stderr)
 		}
-		if err := os.WriteFile(cfg, append(orig, []byte("bogus: true\n")...), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		rejected := c.Agent(1).CountLog("configuration reload rejected; the running configuration stays in force", nil)
+		edit(invalid, rejected)
+		rejections := c.Agent(1).CountLog(rejected, nil)
 		if _, stderr, code := etcdlet(t, "reload", "--config", cfg, "--pid", pid); code != 1 || !strings.Contains(stderr, "reload not sent") || !strings.Contains(stderr, "bogus") {
 			t.Errorf("etcdlet reload of an invalid file: exit %d, %q; want 1, not sent, naming the field", code, stderr)
 		}
@@ -96,11 +111,13 @@ func TestBadReloadChangesNothing(t *testing.T) {
 		if !c.Agent(1).Running() {
 			t.Fatal("agent 1 exited on a bad reload")
 		}
-		if got := c.Agent(1).CountLog("configuration reload rejected; the running configuration stays in force", nil); got != rejected {
-			t.Errorf("etcdlet reload signalled the agent with an invalid file (%d rejections, %d before)", got, rejected)
+		if got := c.Agent(1).CountLog(rejected, nil); got != rejections {
+			t.Errorf("etcdlet reload signalled the agent with an invalid file, or the unchanged file was reloaded again (%d rejections, %d before)", got, rejections)
 		}
-		if err := os.WriteFile(cfg, orig, 0o600); err != nil {
-			t.Fatal(err)
+		// The file put back is in force again, on its own.
+		edit(orig, reloaded)
+		if out, _, _ := etcdlet(t, "status", "--config", cfg); strings.Contains(out, "CONFIGURATION NOT IN FORCE") {
+			t.Errorf("etcdlet status says the file in force is not:\n%s", out)
 		}
 		if stdout, stderr, code := etcdlet(t, "reload", "--config", cfg, "--pid", pid); code != 0 || !strings.Contains(stdout, "configuration reloaded") {
 			t.Errorf("etcdlet reload of the running file: exit %d, %q %q; want 0, reloaded", code, stdout, stderr)
@@ -211,7 +228,8 @@ func TestWholeClusterRestarts(t *testing.T) {
 
 // An upgrade restarts the agents one node at a time (docs/operations.md,
 // "Upgrade"): each node goes only once `etcdlet status --wait` on the node
-// before it said the cluster matches the list with every member healthy.
+// before it said the cluster matches the list with every member healthy,
+// and that node's /readyz says ready at once.
 // The writer never sees quorum lost, every member keeps its ID and its
 // data, and the agent's new process serves the same member.
 func TestRollingRestartKeepsQuorum(t *testing.T) {
@@ -228,6 +246,10 @@ func TestRollingRestartKeepsQuorum(t *testing.T) {
 		out, err := exec.Command(binary, "status", "--config", c.ConfigPath(n), "--wait", "60s").CombinedOutput()
 		if err != nil {
 			t.Fatalf("etcdlet status --wait after restarting agent %d: %v\n%s", n, err, out)
+		}
+		// /readyz agrees at once: it must not lag status by a pass.
+		if code, body, err := c.Agent(n).Get("/readyz"); err != nil || code != http.StatusOK {
+			t.Errorf("agent %d: /readyz right after etcdlet status --wait returned 0: %d %q %v; want 200", n, code, strings.TrimSpace(string(body)), err)
 		}
 	}
 	checkWrites(t, w)

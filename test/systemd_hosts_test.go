@@ -223,7 +223,8 @@ func unitTestConfig(ip, dataDir string) string {
 // checkUnitReload: systemctl reload runs on a minimal host (the Debian
 // root has no /bin/kill) and says the agent's verdict: a configuration the
 // agent refuses (a field that needs a restart) fails the reload and keeps
-// the unit running on the old one; the file put back reloads.
+// the unit running on the old one, and an edit is reloaded (here: refused)
+// without one, which etcdlet status reports; the file put back reloads.
 func checkUnitReload(t *testing.T, h *sdHost) {
 	t.Helper()
 	if out, err := h.exec("systemctl", "reload", "etcdlet.service"); err != nil {
@@ -234,6 +235,17 @@ func checkUnitReload(t *testing.T, h *sdHost) {
 	}
 	orig := h.read(packagedConfig)
 	h.write(packagedConfig, orig+"  logLevel: debug\n", 0o600) // agent.logLevel: a restart's
+	// The agent reloads the edited file on its own, refuses it, and
+	// etcdlet status says the file on disk is not in force.
+	harness.Eventually(t, 20*time.Second, "the agent refuses the edited file on its own", func() error {
+		if j := h.unitJournal("etcdlet.service"); !strings.Contains(j, "reload refused: agent.logLevel changed") {
+			return fmt.Errorf("host %d's journal does not name the refused field yet", h.n)
+		}
+		return nil
+	})
+	if out, _ := h.exec("etcdlet", "status"); !strings.Contains(out, "CONFIGURATION NOT IN FORCE") || !strings.Contains(out, "agent.logLevel") {
+		t.Errorf("host %d: etcdlet status with a refused configuration on disk does not say so:\n%s", h.n, out)
+	}
 	out, err := h.exec("systemctl", "reload", "etcdlet.service")
 	if err == nil {
 		t.Errorf("host %d: systemctl reload of a configuration that needs a restart succeeded:\n%s", h.n, out)

@@ -23,18 +23,22 @@ A members file that is missing or breaks the list rules does not stop the
 agent: it is rejected with its reasons, and the last good list (kept in
 agent.stateDir across restarts) stays in force; with none, the agent waits.
 
-The agent logs to stderr with log/slog: text on a terminal, JSON otherwise
-(agent.logFormat overrides). It serves /metrics (Prometheus), /healthz
+The agent logs to stderr with log/slog: text (logfmt) on a terminal and on
+the systemd journal, JSON otherwise (agent.logFormat overrides). It serves /metrics (Prometheus), /healthz
 (200 while reconcile passes keep finishing: liveness), /readyz (200 when the
 local member is a healthy voter in the list, or the node is correctly idle;
 503 with the reason otherwise) and /pacemaker on agent.listen.
 
+The configuration file is reloaded when its content changes (watched like
+the members file) and on SIGHUP, checked as at start (etcdlet validate):
+changes to the member list source and cluster.replicas apply at once; a
+change to any other field is refused as a whole, naming the fields (in
+the log, /readyz and etcdlet status), and needs a restart.
+
 Signals:
   SIGTERM, SIGINT  stop the local etcd member cleanly and exit 0
-  SIGHUP           reload the configuration file, checked as at start
-                   (etcdlet validate); changes to the member list source and
-                   cluster.replicas apply at once, a change to any other
-                   field is refused (logged) and needs a restart`,
+  SIGHUP           reload the configuration file now (etcdlet reload sends
+                   it and waits for the verdict)`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := loadValidConfig(path)
@@ -51,17 +55,7 @@ Signals:
 			hup := make(chan os.Signal, 1)
 			signal.Notify(hup, syscall.SIGHUP)
 			defer signal.Stop(hup)
-			go func() {
-				for range hup {
-					reloaded, err := loadValidConfig(path)
-					if err != nil {
-						log.Error("configuration reload rejected; the running configuration stays in force", "config", path, "problems", err.Error())
-						agent.RejectReload(err) // /readyz says so
-						continue
-					}
-					_ = agent.Reload(ctx, reloaded) // logs its own outcome
-				}
-			}()
+			go daemon.ConfigFile{Path: path, Load: loadValidConfig, Log: log}.Run(ctx, agent, hup)
 			return agent.Run(ctx)
 		},
 	}

@@ -52,6 +52,10 @@ member list that is rejected (missing file, a line that is no IP, the
 wrong length) adds one "list invalid:" line per problem, and says which
 list the agent keeps in force meanwhile: the last one it applied.
 
+When the file differs from the configuration the agent runs (a change it
+has not reloaded yet, or refused because it needs a restart), the report
+begins with "CONFIGURATION NOT IN FORCE" and the reason.
+
 With --wait, poll until membership matches the list with every member
 voting and healthy.
 
@@ -108,6 +112,9 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 		snap := inspector.Look(ctx)
 		report := statusreport.FromSnapshot(cfg.Cluster.Name, snap)
 		report.Insecure = cfg.SecurityWarnings()
+		if report.Configuration, err = daemon.ConfigDrift(cfg); err != nil {
+			report.Configuration = err.Error()
+		}
 		if report.Reporting, err = kubereport.Read(cfg.Agent.StateDir); err != nil {
 			report.Reporting = []kube.TargetState{{Target: "the agent's saved reporting state", LastError: err.Error()}}
 		}

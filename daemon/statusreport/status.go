@@ -49,6 +49,10 @@ type Report struct {
 	Local *Local `json:"local,omitempty"`
 	// Converged: the members are exactly the list, all voting and healthy.
 	Converged bool `json:"converged"`
+	// Configuration says how the configuration file differs from the one
+	// the agent runs (daemon.ConfigDrift); the report is computed from
+	// the file. Empty when they are the same.
+	Configuration string `json:"configuration,omitempty"`
 	// Insecure lists the settings that make this node less secure than
 	// etcdlet's defaults (config.SecurityWarnings).
 	Insecure []string `json:"insecure,omitempty"`
@@ -276,6 +280,9 @@ func WriteTable(w io.Writer, r Report) error {
 		id = "unknown"
 	}
 	fmt.Fprintf(w, "cluster %s (ID %s)\n\n", r.Cluster, id)
+	if r.Configuration != "" {
+		fmt.Fprintf(w, "CONFIGURATION NOT IN FORCE: %s. What follows is computed from the file, not from what the agent runs.\n\n", r.Configuration)
+	}
 	for _, warning := range r.Insecure {
 		fmt.Fprintf(w, "INSECURE: %s\n\n", warning)
 	}

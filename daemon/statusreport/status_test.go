@@ -93,16 +93,20 @@ func TestConvergedAndUnreachable(t *testing.T) {
 	}
 }
 
-// An insecure setting heads the report, above the members, where an
-// operator cannot miss it, and is in the JSON.
+// A configuration file that is not the one in force, and an insecure
+// setting, head the report, above the members, where an operator cannot
+// miss them, and are in the JSON.
 func TestInsecureSettingsHeadTheReport(t *testing.T) {
 	r := Build("etcd-main", nil, membership.View{Reached: true})
 	r.Insecure = []string{"etcd.insecure is set: plaintext"}
+	r.Configuration = "the agent refused it: reload refused: etcd.clientPort changed"
 	var out bytes.Buffer
 	if err := WriteTable(&out, r); err != nil {
 		t.Fatal(err)
 	}
-	const head = "cluster etcd-main (ID unknown)\n\nINSECURE: etcd.insecure is set: plaintext\n\nNAME"
+	const head = "cluster etcd-main (ID unknown)\n\n" +
+		"CONFIGURATION NOT IN FORCE: the agent refused it: reload refused: etcd.clientPort changed. What follows is computed from the file, not from what the agent runs.\n\n" +
+		"INSECURE: etcd.insecure is set: plaintext\n\nNAME"
 	if !bytes.HasPrefix(out.Bytes(), []byte(head)) {
 		t.Errorf("table:\n%s\nwant it to start:\n%s", out.String(), head)
 	}
@@ -110,8 +114,8 @@ func TestInsecureSettingsHeadTheReport(t *testing.T) {
 	if err := WriteJSON(&js, r); err != nil {
 		t.Fatal(err)
 	}
-	if !bytes.Contains(js.Bytes(), []byte(`"insecure": [`)) {
-		t.Errorf("JSON has no insecure list:\n%s", js.String())
+	if !bytes.Contains(js.Bytes(), []byte(`"insecure": [`)) || !bytes.Contains(js.Bytes(), []byte(`"configuration": "the agent refused it`)) {
+		t.Errorf("JSON has no insecure list or configuration:\n%s", js.String())
 	}
 }
 
