@@ -350,19 +350,52 @@ func (h *kubeHost) journalOf(units ...string) []journalEntry {
 	return entries
 }
 
-// etcdletLog is one JSON line etcdlet logged.
+// etcdletLog is one line etcdlet logged to the journal: logfmt, as
+// slog's text handler writes it (agent.logFormat auto on the journal).
 type etcdletLog struct {
-	Time     time.Time `json:"time"`
-	Msg      string    `json:"msg"`
-	Decision string    `json:"decision"`
-	File     string    `json:"file"`
+	Time     time.Time
+	Msg      string
+	Decision string
+	File     string
 }
 
 // parseEtcdletLog parses what etcdlet.service logged; other lines are not.
 func parseEtcdletLog(e journalEntry) (etcdletLog, bool) {
-	var l etcdletLog
-	if e.SystemdUnit != "etcdlet.service" || json.Unmarshal([]byte(e.Message), &l) != nil {
-		return l, false
+	if e.SystemdUnit != "etcdlet.service" {
+		return etcdletLog{}, false
 	}
-	return l, true
+	fields, ok := parseLogfmt(e.Message)
+	if !ok || fields["msg"] == "" {
+		return etcdletLog{}, false
+	}
+	when, err := time.Parse(time.RFC3339Nano, fields["time"])
+	if err != nil {
+		return etcdletLog{}, false
+	}
+	return etcdletLog{Time: when, Msg: fields["msg"], Decision: fields["decision"], File: fields["file"]}, true
+}
+
+// parseLogfmt splits key=value pairs, values bare or quoted as Go quotes
+// them (slog.TextHandler); false for a line that is not logfmt (a JSON
+// line among them is not).
+func parseLogfmt(line string) (map[string]string, bool) {
+	out := map[string]string{}
+	for rest := strings.TrimSpace(line); rest != ""; rest = strings.TrimLeft(rest, " ") {
+		key, after, found := strings.Cut(rest, "=")
+		if !found || key == "" || strings.ContainsAny(key, " \"{") {
+			return nil, false
+		}
+		if strings.HasPrefix(after, `"`) {
+			quoted, err := strconv.QuotedPrefix(after)
+			if err != nil {
+				return nil, false
+			}
+			out[key], _ = strconv.Unquote(quoted)
+			rest = after[len(quoted):]
+			continue
+		}
+		value, next, _ := strings.Cut(after, " ")
+		out[key], rest = value, next
+	}
+	return out, len(out) > 0
 }

@@ -3,7 +3,10 @@ package logging
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"os"
 	"strings"
+	"syscall"
 	"testing"
 
 	"go.uber.org/zap"
@@ -50,3 +53,84 @@ func TestFormatAuto(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// Under systemd, stderr is the journal's stream (JOURNAL_STREAM names its
+// device and inode): auto writes logfmt there. A file that JOURNAL_STREAM does not name, and a
+// malformed variable, are not the journal: JSON.
+func TestFormatAutoOnTheJournal(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "stderr")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := fi.Sys().(*syscall.Stat_t)
+	tests := []struct {
+		name, stream string
+		journal      bool
+	}{
+		{"the journal's stream", fmt.Sprintf("%d:%d", st.Dev, st.Ino), true},
+		{"another stream (inherited variable)", fmt.Sprintf("%d:%d", st.Dev, st.Ino+1), false},
+		{"malformed", "journal", false},
+		{"unset", "", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := isJournal(f, tt.stream); got != tt.journal {
+				t.Fatalf("isJournal = %v, want %v", got, tt.journal)
+			}
+			t.Setenv("JOURNAL_STREAM", tt.stream)
+			if err := f.Truncate(0); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Seek(0, 0); err != nil {
+				t.Fatal(err)
+			}
+			log, _ := New(f, "auto", "info")
+			log.Info("local member", "member", "etcd-main-2001:db8::1", "decision", "keep")
+			data, err := os.ReadFile(f.Name())
+			if err != nil {
+				t.Fatal(err)
+			}
+			line := strings.TrimSpace(string(data))
+			if tt.journal {
+				if want := ` level=INFO msg="local member" member=etcd-main-2001:db8::1 decision=keep`; !strings.HasPrefix(line, "time=") || !strings.HasSuffix(line, want) {
+					t.Errorf("on the journal: %q, want %q", line, want)
+				}
+			} else if !json.Valid([]byte(line)) {
+				t.Errorf("not on the journal: %q, want JSON", line)
+			}
+		})
+	}
+}
+
+// A serve loop that ends because etcd was closed on purpose is no error:
+// it is logged at debug; a serve loop that fails otherwise stays an error.
+func TestStoppedServingIsNoError(t *testing.T) {
+	tests := []struct {
+		name, err, want string
+	}{
+		{"closed on purpose", "mux: server closed", ""},
+		{"http server closed", "http: Server closed", ""},
+		{"a real failure", "listen tcp 127.0.0.1:2379: bind: address already in use", "level=ERROR"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log, _ := New(&buf, "text", "info")
+			ZapLogger(log, "warn").Error("setting up serving from embedded etcd failed.", zap.Error(errString(tt.err)))
+			if got := buf.String(); (tt.want == "") != (got == "") || !strings.Contains(got, tt.want) {
+				t.Errorf("logged %q, want %q", got, tt.want)
+			}
+			buf.Reset()
+			log, _ = New(&buf, "text", "debug")
+			ZapLogger(log, "debug").Error("setting up serving from embedded etcd failed.", zap.Error(errString(tt.err)))
+			if !strings.Contains(buf.String(), tt.err) {
+				t.Errorf("at debug, the message is gone: %q", buf.String())
+			}
+		})
+	}
+}

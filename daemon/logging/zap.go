@@ -2,9 +2,11 @@ package logging
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
+	"strings"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -44,7 +46,14 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 	for _, f := range fields {
 		f.AddTo(enc)
 	}
-	r := slog.NewRecord(e.Time, slogLevel(e.Level), e.Message, 0)
+	level := slogLevel(e.Level)
+	if stoppedServing(e.Message, enc.Fields) {
+		level = slog.LevelDebug
+		if !c.log.Enabled(context.Background(), level) {
+			return nil
+		}
+	}
+	r := slog.NewRecord(e.Time, level, e.Message, 0)
 	for _, k := range slices.Sorted(maps.Keys(enc.Fields)) {
 		r.AddAttrs(slog.Any(k, enc.Fields[k]))
 	}
@@ -52,6 +61,24 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 }
 
 func (c *slogCore) Sync() error { return nil }
+
+// stoppedServing tells whether an etcd server message is a serve loop
+// ending because the server was closed on purpose: etcd logs it as an
+// error ("setting up serving from embedded etcd failed." with "mux: server
+// closed"), which a stop of the agent, or the end of a restore's
+// temporary etcd, must not show as one. It is kept, at debug.
+func stoppedServing(msg string, fields map[string]any) bool {
+	if msg != "setting up serving from embedded etcd failed." {
+		return false
+	}
+	err := fmt.Sprint(fields["error"])
+	for _, closed := range []string{"mux: server closed", "http: Server closed", "use of closed network connection", "the server has been stopped"} {
+		if strings.Contains(err, closed) {
+			return true
+		}
+	}
+	return false
+}
 
 func slogLevel(l zapcore.Level) slog.Level {
 	switch {

@@ -246,6 +246,10 @@ func startLocal(ctx context.Context, dir, name string, log *slog.Logger) (*embed
 	cfg.Name = name
 	cfg.Dir = dir
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = local, local
+	// HTTP (health, gateway) on a port of its own: etcd warns that one port
+	// for both "is not recommended for production", which a restore's
+	// operator must not read as a problem of theirs.
+	cfg.ListenClientHttpUrls = local
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = local, local
 	cfg.QuotaBackendBytes = restoreQuota
 	// The source cluster's limits are unknown; a transaction it accepted
