@@ -85,7 +85,15 @@ CAMPAIGN_SOURCE ?=
 campaign:
 	$(ASSETS) && $(GO) test -count=1 -timeout 0 ./test/campaign/ -run TestCampaign -campaign.duration=$(CAMPAIGN_DURATION) -campaign.seed=$(CAMPAIGN_SEED) -campaign.only=$(CAMPAIGN_ONLY) -campaign.source=$(CAMPAIGN_SOURCE) -campaign.faults=0 -v
 
-demo: build
+#
+# The demo's build says what it does: on a cold machine it fetches the
+# modules and compiles etcd and the Kubernetes libraries for minutes, which
+# must not look like a hang (one line per 100 packages; errors in full).
+demo:
+	@echo "== building $(BIN): a first build fetches the Go modules and compiles etcd and the Kubernetes libraries (minutes on a cold machine); later builds take seconds"
+	@set -o pipefail; start=$$(date +%s); \
+	  $(GO) build -v -trimpath -ldflags "$(LDFLAGS)" -o $(BIN) ./cmd/etcdlet 2>&1 | hack/build-progress.awk; \
+	  echo "== built $(BIN) in $$(( $$(date +%s) - start )) s"
 	@hack/demo.sh $(BIN)
 
 # Membership latency (members-file write to the change seen), idle CPU and
