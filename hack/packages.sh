@@ -146,11 +146,21 @@ mkdir -p "$work/docs"
 	fail "etcdlet gen-docs failed"
 # -n: no file name or time in the gzip header, -9 as Debian policy asks.
 gzip -9n "$work/docs/man/"*.1
+# The operator's documentation, where --help and the man pages point
+# (/usr/share/doc/etcdlet): the README, every page of docs/ but the one for
+# contributors, and the example configurations.
+mkdir -p "$work/docs/doc/examples"
+cp README.md "$work/docs/doc/"
+for page in docs/*.md; do
+	[ "$page" = docs/development.md ] || cp "$page" "$work/docs/doc/"
+done
+cp config/examples/*.yaml "$work/docs/doc/examples/"
 
 files=()
 for arch in $arches; do
 	ln -s ../docs/man "$work/$arch/man"
 	ln -s ../docs/completions "$work/$arch/completions"
+	ln -s ../docs/doc "$work/$arch/doc"
 	for packager in deb rpm; do
 		out=$(ETCDLET_PKG_VERSION=$version ETCDLET_PKG_RELEASE=$release ETCDLET_PKG_ARCH=$arch \
 			ETCDLET_PKG_STAGE=$work/$arch ETCDLET_PKG_CONFIG=$config \

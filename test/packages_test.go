@@ -17,6 +17,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -130,9 +131,45 @@ func sharedPackages(t *testing.T) packageSet {
 	return shared.set
 }
 
+// shippedDocs is the documentation the packages install under
+// /usr/share/doc/etcdlet: the README, every page of docs/ but
+// development.md (for contributors), and the example configurations.
+func shippedDocs(t *testing.T) []string {
+	t.Helper()
+	root := harness.RepoRoot()
+	pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	examples, err := filepath.Glob(filepath.Join(root, "config", "examples", "*.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	docs := []string{docDir + "/README.md"}
+	for _, p := range pages {
+		if filepath.Base(p) != "development.md" {
+			docs = append(docs, docDir+"/"+filepath.Base(p))
+		}
+	}
+	for _, e := range examples {
+		docs = append(docs, docDir+"/examples/"+filepath.Base(e))
+	}
+	if len(pages) < 10 || len(examples) < 3 {
+		t.Fatalf("found %d pages in docs/ and %d examples: the repository is not whole", len(pages), len(examples))
+	}
+	return docs
+}
+
+// docDir is where the packages install the documentation.
+const docDir = "/usr/share/doc/etcdlet"
+
+// docPointer is a path into docDir in a help text.
+var docPointer = regexp.MustCompile(`/usr/share/doc/etcdlet/[A-Za-z0-9._/-]*[A-Za-z0-9]`)
+
 // manPages is the man page of every command the binary offers (a hidden
-// command has none), as hack/packages.sh installs them.
-func manPages(t *testing.T) []string {
+// command has none), as hack/packages.sh installs them, and every path
+// into docDir that they (and so --help) point to.
+func manPages(t *testing.T) (pages, pointers []string) {
 	t.Helper()
 	dir := t.TempDir()
 	cmd := exec.Command(binary, "gen-docs", "--man", dir)
@@ -144,9 +181,21 @@ func manPages(t *testing.T) []string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var pages []string
 	for _, e := range entries {
 		pages = append(pages, "/usr/share/man/man1/"+e.Name()+".gz")
+		text, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		// roff escapes a hyphen as \-.
+		for _, ptr := range docPointer.FindAllString(strings.ReplaceAll(string(text), `\-`, "-"), -1) {
+			if !slices.Contains(pointers, ptr) && ptr != docDir {
+				pointers = append(pointers, ptr)
+			}
+		}
+	}
+	if len(pointers) < 5 {
+		t.Errorf("the man pages point to %d documentation pages (%v); the help lost its pointers", len(pointers), pointers)
 	}
 	for _, want := range []string{"etcdlet.1", "etcdlet-run.1", "etcdlet-validate.1", "etcdlet-completion.1"} {
 		if !slices.Contains(pages, "/usr/share/man/man1/"+want+".gz") {
@@ -158,7 +207,7 @@ func manPages(t *testing.T) []string {
 			t.Errorf("the hidden gen-docs command has a man page: %s", p)
 		}
 	}
-	return pages
+	return pages, pointers
 }
 
 func output(t *testing.T, argv ...string) string {
@@ -190,13 +239,24 @@ func TestPackageContents(t *testing.T) {
 	t.Parallel()
 	requireTools(t, map[string]string{"rpm": "rpm", "dpkg-deb": "dpkg"})
 	p := sharedPackages(t)
-	pages := manPages(t)
+	pages, pointers := manPages(t)
 	want := map[string]string{}
 	for _, f := range packagedFiles {
 		want[f.path] = f.perms
 	}
 	for _, page := range pages {
 		want[page] = "-rw-r--r--"
+	}
+	docs := shippedDocs(t)
+	for _, doc := range docs {
+		want[doc] = "-rw-r--r--"
+	}
+	// Every documentation page --help and the man pages point to is in
+	// the package: a host has no checkout to read docs/ from.
+	for _, ptr := range pointers {
+		if !slices.Contains(docs, ptr) {
+			t.Errorf("the help points to %s, which the packages do not install", ptr)
+		}
 	}
 	for _, arch := range []string{"amd64", "arm64"} {
 		t.Run(arch, func(t *testing.T) {

@@ -29,7 +29,7 @@ func newCertsCommand() *cobra.Command {
 
 With etcd.external, 'kubeadm certs renew' renews none of the etcd
 certificates: they expire a year after they were made. See
-docs/certificates.md.`,
+/usr/share/doc/etcdlet/certificates.md.`,
 		Args: cobra.NoArgs,
 	}
 	cmd.AddCommand(newCertsIssueCommand(), newCertsCheckCommand(), newCertsRenewCommand())
@@ -57,7 +57,7 @@ func newCertsIssueCommand() *cobra.Command {
 		Short: "Create this member's etcd certificates, signed by the etcd CA given",
 		Long: `Create this node's etcd certificates and keys from an etcd CA you provide,
 with kubeadm's file names, subjects and key usages, so that etcdlet's kubeadm
-configuration (docs/kubeadm.md) works unchanged. Run it on every
+configuration (/usr/share/doc/etcdlet/kubeadm.md) works unchanged. Run it on every
 control-plane host with that host's own --address; the CA is the same on all.
 
 Written (--out-dir is /etc/kubernetes/pki/etcd by default):
@@ -104,7 +104,7 @@ written to a temporary file in its directory, fsynced, and renamed.
 
 Renewal: 'etcdlet certs renew' renews them with the same names and
 usages and restarts the member; 'certs issue --force' makes them anew (to
-change the names or addresses). See docs/certificates.md.
+change the names or addresses). See /usr/share/doc/etcdlet/certificates.md.
 
 Then it prints each file written (path, subject, SANs, expiry) and the TLS
 part of etcdlet's configuration for these paths.`,

@@ -78,7 +78,7 @@ new connections and the restart moves the long-lived ones (raft streams,
 kube-apiserver's) over. If the restart is refused, the renewed files stay
 in place: fix what the refusal names, then run with --restart-only.
 
-See docs/certificates.md, "Renewal".`,
+See /usr/share/doc/etcdlet/certificates.md, "Renewal".`,
 		Example: `  # On each control-plane host in turn, the next once this one returned 0:
   etcdlet certs renew
 

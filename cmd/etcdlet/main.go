@@ -56,7 +56,11 @@ once in sync, IPs that left the list are removed without ever costing
 quorum, and a member whose data is stale is moved aside (never deleted) and
 rejoins. It runs this host's etcd member itself.
 
-Configuration reference: docs/config.md. Examples: config/examples/.`,
+Documentation: /usr/share/doc/etcdlet/ (installed with the package; docs/ in
+the source): config.md is the configuration reference, operations.md the
+procedures (install, add, remove, replace, snapshot, recover, upgrade);
+examples/ holds example configurations. Every command has a man page:
+man etcdlet-<command>.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}

@@ -47,7 +47,7 @@ is approved or named in cluster.founder itself. An approval founds one
 cluster: once used, it never founds another, not after this node's data is
 lost; found again (disaster recovery) only with a new --approve.
 (cluster.founder in every host's configuration names the founding node
-instead; see docs/config.md.)
+instead; see /usr/share/doc/etcdlet/config.md.)
 
 cluster.bootstrap consent: a node bootstraps a new cluster of every listed
 node when every listed node's agent confirms that it is fresh (no data,
@@ -97,7 +97,7 @@ exists.`,
 			}
 			switch {
 			case mode == config.BootstrapNever:
-				return fmt.Errorf("not approved: this node never bootstraps (%s): it joins the cluster that serves its list; to recover a cluster that lost its quorum for good, see 'Recover from lost quorum' in docs/operations.md", neverWhy(cfg))
+				return fmt.Errorf("not approved: this node never bootstraps (%s): it joins the cluster that serves its list; to recover a cluster that lost its quorum for good, see 'Recover from lost quorum' in /usr/share/doc/etcdlet/operations.md", neverWhy(cfg))
 			case snap.View.Reached || snap.View.Established:
 				return fmt.Errorf("not approved: a listed etcd answers (cluster %x); the nodes join it, nothing is bootstrapped", snap.View.ClusterID)
 			case snap.Data.HasData():

@@ -37,7 +37,7 @@ func newPacemakerStatusCommand() *cobra.Command {
 configuration and corosync's node list) and print the OpenShift
 PacemakerCluster object (etcd.openshift.io, singleton "cluster") that etcdlet
 would write: every cluster, node, resource and fencing-agent condition,
-computed as docs/pacemaker.md describes, already checked against the CRD's
+computed as /usr/share/doc/etcdlet/pacemaker.md describes, already checked against the CRD's
 validation rules.
 
 The pacemaker section of --config is used when the file exists (it need
@@ -47,7 +47,7 @@ no running cluster is needed.
 
 crm_mon, cibadmin and corosync-cmapctl run as root: one that someone other
 than root could change is refused before any of them runs, also when
-pacemaker.enabled is false (see docs/config.md, "Secure by default").
+pacemaker.enabled is false (see /usr/share/doc/etcdlet/config.md, "Secure by default").
 
 Exits 1 when pacemaker's state is unknown (crm_mon missing, not connected,
 failing), printing why, or when a program is refused.`,

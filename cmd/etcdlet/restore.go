@@ -27,7 +27,7 @@ func newRestoreCommand() *cobra.Command {
 		Use:   "restore",
 		Short: "Recover from lost quorum: a new cluster from a snapshot here, the other nodes rejoin",
 		Long: `The operator's recovery path after the cluster lost quorum for good
-(docs/operations.md, "Recover from lost quorum", step by step):
+(/usr/share/doc/etcdlet/operations.md, "Recover from lost quorum", step by step):
 
  1. Stop etcdlet on every node (systemctl stop etcdlet).
  2. On ONE node: etcdlet restore. It restores the newest full snapshot of

@@ -24,7 +24,7 @@ func newTaskCommand() *cobra.Command {
 		Long: `Ops tasks run inside the agent, one at a time per cluster: a second task,
 on this node or any other, is rejected while one runs, naming it. A task
 goes Pending → InProgress → Succeeded or Failed, or Pending → Rejected
-(docs/operations.md). Its state is kept in the agent's state dir, so an
+(/usr/share/doc/etcdlet/operations.md). Its state is kept in the agent's state dir, so an
 agent restarted in the middle resumes it.
 
 These commands talk to the agent listener (agent.listen) with the token

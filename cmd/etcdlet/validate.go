@@ -34,7 +34,7 @@ backup.store.s3.credentialsDir; where one does not exist yet, the directory
 it will be created in) can only be changed by root, that keys and
 credentials are readable by root only (not by others, nor by a group other
 than root's), and that a kubeconfig has no auth-provider plugin and an exec
-plugin only at an absolute path: see docs/config.md, "Secure by default".
+plugin only at an absolute path: see /usr/share/doc/etcdlet/config.md, "Secure by default".
 Every other command that reads the configuration runs the same checks and
 refuses to act, or to run any program, when one fails.
 
