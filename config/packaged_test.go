@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // The default configuration the packages install (packaging/config.yaml)
@@ -43,6 +44,13 @@ func TestPackagedDefaultConfig(t *testing.T) {
 		filepath.Dir(DefaultDataDir) != "/var/lib/etcdlet" || filepath.Dir(DefaultStateDir) != "/var/lib/etcdlet" {
 		t.Errorf("the packaged default names runtime %s, data dir %s, state dir %s: want embedded, %s and %s, both in /var/lib/etcdlet",
 			cfg.Etcd.Runtime, cfg.Etcd.DataDir, cfg.Agent.StateDir, DefaultDataDir, DefaultStateDir)
+	}
+
+	// Snapshots are on by default (as k3s takes them): every 12 h into a
+	// directory beside the data dir, not inside it, kept by age.
+	if b := cfg.Backup; !b.SnapshotsEnabled() || b.Store.Provider != ProviderLocal || filepath.Dir(b.Store.Directory) != "/var/lib/etcdlet" ||
+		b.Schedule.Full != 12*time.Hour || b.Retention.MaxAge <= 0 {
+		t.Errorf("the packaged default's backup section is %+v: want a local store in /var/lib/etcdlet, a full snapshot every 12h, an age limit", b)
 	}
 
 	filled := func(addresses string) string {

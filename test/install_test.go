@@ -150,9 +150,9 @@ func TestPackageInstallUnderSystemd(t *testing.T) {
 		t.Errorf("after the install systemd sees kubelet.service as %v: want the drop-in %s loaded (a daemon-reload), After= and Wants= etcdlet.service", s, dropIn)
 	}
 
-	// A one-member cluster on the host's own loopback, embedded runtime.
-	config := "# edited by the operator\ncluster:\n  name: etcd-main\nmembers:\n  source: static\n  addresses: [127.0.0.1]\n" +
-		"node:\n  address: 127.0.0.1\netcd:\n  runtime: embedded\n"
+	// A one-member cluster on the host's own loopback: the packaged
+	// default with its FILL IN fields filled in, as the operator does.
+	config := fillPackagedDefault(t, "[127.0.0.1]")
 	h.write(packagedConfig, config, 0o600)
 	if out := h.must("etcdlet", "validate"); !strings.Contains(out, "valid; cluster etcd-main, 1 listed members, runtime embedded") {
 		t.Errorf("etcdlet validate of the one-member configuration: %s", out)
@@ -168,6 +168,11 @@ func TestPackageInstallUnderSystemd(t *testing.T) {
 		t.Fatalf("etcdlet bootstrap --approve says:\n%s", out)
 	}
 	h.waitHealthy("etcdlet status shows the member healthy")
+	// Snapshots are on by default, into a directory on this host, and
+	// etcdlet status says that a lost host takes them with it.
+	if out := h.must("etcdlet", "status"); !strings.Contains(out, "snapshots: no snapshot yet in /var/lib/etcdlet/snapshots on this host only; a full one every 12h0m0s; a host that is lost takes them with it") {
+		t.Errorf("etcdlet status does not say where the default snapshots go:\n%s", out)
+	}
 
 	// Upgrade, as an unattended run does it: keep the edited configuration.
 	newer := waitNewer()
@@ -261,16 +266,21 @@ func TestPackageInstallUnderSystemd(t *testing.T) {
 }
 
 // checkInstalledFiles: every packaged file in the host, with its mode and
-// owner.
+// owner; the man pages and documentation by example.
 func checkInstalledFiles(t *testing.T, h *nspawnHost) {
 	t.Helper()
-	paths := []string{"/usr/share/man/man1/etcdlet.1.gz", "/usr/share/man/man1/etcdlet-validate.1.gz"}
+	// Besides the packaged files: two man pages, and the documentation
+	// the help points to.
+	paths := []string{"/usr/share/man/man1/etcdlet.1.gz", "/usr/share/man/man1/etcdlet-validate.1.gz",
+		docDir + "/operations.md", docDir + "/config.md", docDir + "/examples/static-tls.yaml"}
 	want := map[string]string{}
+	for _, p := range paths {
+		want[p] = "-rw-r--r--"
+	}
 	for _, f := range packagedFiles {
 		paths = append(paths, f.path)
 		want[f.path] = f.perms
 	}
-	want[paths[0]], want[paths[1]] = "-rw-r--r--", "-rw-r--r--"
 	out := h.must(append([]string{"stat", "-c", "%A %U:%G %n"}, paths...)...)
 	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(line)
@@ -300,4 +310,18 @@ func rpmScriptlets(t *testing.T, rpm string) map[string]string {
 		scripts[tag] = output(t, "rpm", "-qp", "--qf", "%{"+tag+"}\n", rpm)
 	}
 	return scripts
+}
+
+// fillPackagedDefault is the packaged default configuration with the
+// fields it marks FILL IN filled: cluster.name etcd-main, and addresses
+// (a YAML list) as members.addresses.
+func fillPackagedDefault(t *testing.T, addresses string) string {
+	t.Helper()
+	def := readRepoFile(t, "packaging/config.yaml")
+	filled := strings.Replace(def, "\n  name: \"\"\n", "\n  name: etcd-main\n", 1)
+	filled = strings.Replace(filled, "\n  addresses: []\n", "\n  addresses: "+addresses+"\n", 1)
+	if filled == def || strings.Count(filled, "FILL IN") != strings.Count(def, "FILL IN") {
+		t.Fatal("packaging/config.yaml no longer has the FILL IN fields this test fills in")
+	}
+	return "# edited by the operator\n" + filled
 }

@@ -16,6 +16,7 @@ import (
 	kubereport "github.com/etcdlet/etcdlet/daemon/kube/report"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
+	"github.com/etcdlet/etcdlet/daemon/tasks"
 )
 
 func newStatusCommand() *cobra.Command {
@@ -37,7 +38,9 @@ and what the agent decides about this node's own member (for a bootstrap
 that waits: which listed nodes have not confirmed they are fresh). With a
 kubernetes section, the state of each reporting target as the agent last
 saved it: the last successful write (Lease, PacemakerCluster status, the
-Etcd resource read) and the error of a failing one.
+Etcd resource read) and the error of a failing one. Last, where the
+snapshots go and the newest full one: none configured, a directory on
+this host only (a lost host takes it with it), or the S3 store.
 
 The report is what the agent's next pass would see and decide (the same
 look, read-only: nothing is changed), computed from the configuration's
@@ -84,6 +87,7 @@ list problem is printed either way.`,
 			if err != nil {
 				return err
 			}
+			report.Snapshots = tasks.Whereabouts(cmd.Context(), cfg.Backup, time.Now())
 			if output == "json" {
 				err = statusreport.WriteJSON(cmd.OutOrStdout(), report)
 			} else {

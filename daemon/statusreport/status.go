@@ -53,6 +53,8 @@ type Report struct {
 	// the agent runs (daemon.ConfigDrift); the report is computed from
 	// the file. Empty when they are the same.
 	Configuration string `json:"configuration,omitempty"`
+	// Snapshots says where this node's snapshots go (tasks.Whereabouts).
+	Snapshots string `json:"snapshots,omitempty"`
 	// Insecure lists the settings that make this node less secure than
 	// etcdlet's defaults (config.SecurityWarnings).
 	Insecure []string `json:"insecure,omitempty"`
@@ -335,6 +337,9 @@ func WriteTable(w io.Writer, r Report) error {
 			line += ": " + l.Reason
 		}
 		fmt.Fprintln(w, line)
+	}
+	if r.Snapshots != "" {
+		fmt.Fprintf(w, "snapshots: %s\n", r.Snapshots)
 	}
 	writeReporting(w, r.Reporting)
 	return nil
