@@ -135,7 +135,10 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	// The tasks' etcd endpoints are the client URLs of the members of the
 	// list in force.
 	a.tasks, err = tasks.New(tasks.Options{Settings: tasks.SettingsFrom(cfg), Log: log, Pool: pool, Metrics: m, Events: events, Node: host,
-		Endpoints: func() []string { return membership.ClientURLs(a.node.Last().Desired) }})
+		Endpoints: func() []string { return membership.ClientURLs(a.node.Last().Desired) },
+		OnSnapshot: func(full bool, lastRevision int64, at time.Time) {
+			a.report.SnapshotTaken(druid.Taken{Full: full, LastRevision: lastRevision, At: at})
+		}})
 	if err != nil {
 		pool.Close()
 		return nil, err

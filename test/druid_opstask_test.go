@@ -6,11 +6,13 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	druidv1alpha1 "github.com/gardener/etcd-druid/api/core/v1alpha1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -36,6 +38,7 @@ const (
 // there runs a snapshot task into the S3 bucket, and the task ends
 // Succeeded. A delta with no new events is answered "null", which druid
 // records as skipped; a delta after new writes is stored as an Incr object.
+// druid's BackupReady then follows the snapshot Leases (checkBackupReady).
 func TestDruidOpsTaskSnapshots(t *testing.T) {
 	t.Parallel()
 	begin := time.Now()
@@ -129,6 +132,99 @@ func TestDruidOpsTaskSnapshots(t *testing.T) {
 	})
 
 	t.Logf("three druid tasks in %s after the Etcd was Ready; %s in all", time.Since(ready).Round(100*time.Millisecond), time.Since(begin).Round(100*time.Millisecond))
+
+	checkBackupReady(t, env, c, e)
+}
+
+// checkBackupReady: druid's BackupReady follows the snapshot Leases the
+// agents renew after their snapshots, as backup-restore's would.
+//
+// With no spec.backup.deltaSnapshotPeriod the agents never renew them:
+// etcd-druid v0.38.1 dereferences that field in its BackupReady check once
+// a snapshot Lease has a renew time, and crashes. They say why (an Event
+// on the Etcd; druid keeps running). With the period set, a full and a
+// delta snapshot make BackupReady True; with no snapshot after that, the
+// delta Lease goes stale and BackupReady turns False.
+func checkBackupReady(t *testing.T, env *envtest.Env, c *harness.Cluster, e *druidv1alpha1.Etcd) {
+	t.Helper()
+	harness.Eventually(t, 30*time.Second, "the agents say why they do not renew the snapshot Leases", func() error {
+		reasons, err := etcdEvents(t.Context(), env)
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(reasons, "SnapshotLeasesNotRenewed") {
+			return fmt.Errorf("no SnapshotLeasesNotRenewed Event among %v", reasons)
+		}
+		return nil
+	})
+	for _, name := range []string{"etcd-main-full-snap", "etcd-main-delta-snap"} {
+		l := &coordinationv1.Lease{}
+		if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: druidNamespace, Name: name}, l); err != nil {
+			t.Fatalf("druid's snapshot Lease %s: %v", name, err)
+		}
+		if l.Spec.RenewTime != nil {
+			t.Errorf("Lease %s was renewed (%v) for an Etcd without spec.backup.deltaSnapshotPeriod", name, l.Spec.RenewTime)
+		}
+	}
+
+	const period = 10 * time.Second
+	got := &druidv1alpha1.Etcd{}
+	if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(e), got); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Backup.DeltaSnapshotPeriod = &metav1.Duration{Duration: period}
+	if err := env.Client.Patch(t.Context(), got, patch); err != nil {
+		t.Fatal(err)
+	}
+	// The agents see the change through their watch of the Etcd; a
+	// snapshot ordered before that is refused again, so order until the
+	// Leases carry one.
+	harness.Eventually(t, 60*time.Second, "a full and a delta snapshot renew both Leases", func() error {
+		requireTaskSucceeded(t, runOpsTask(t, env, fmt.Sprintf("full-%d", time.Now().UnixNano()), druidv1alpha1.OnDemandSnapshotTypeFull), druidSnapshotCreated)
+		runOpsTask(t, env, fmt.Sprintf("delta-%d", time.Now().UnixNano()), druidv1alpha1.OnDemandSnapshotTypeDelta)
+		for _, name := range []string{"etcd-main-full-snap", "etcd-main-delta-snap"} {
+			l := &coordinationv1.Lease{}
+			if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: druidNamespace, Name: name}, l); err != nil {
+				return err
+			}
+			if l.Spec.RenewTime == nil || l.Spec.HolderIdentity == nil {
+				return fmt.Errorf("Lease %s not renewed yet", name)
+			}
+		}
+		return nil
+	})
+	full := &coordinationv1.Lease{}
+	if err := env.Client.Get(t.Context(), client.ObjectKey{Namespace: druidNamespace, Name: "etcd-main-full-snap"}, full); err != nil {
+		t.Fatal(err)
+	}
+	if rev, err := strconv.ParseInt(*full.Spec.HolderIdentity, 10, 64); err != nil || rev <= 0 {
+		t.Errorf("the full snapshot Lease's holder identity is %q, want the snapshot's last revision in decimal", *full.Spec.HolderIdentity)
+	}
+	waitBackupReady(t, env, e, druidv1alpha1.ConditionTrue, "BackupSucceeded", 60*time.Second)
+	// No snapshot any more: druid goes True -> Unknown -> False once the
+	// delta Lease is older than three periods.
+	waitBackupReady(t, env, e, druidv1alpha1.ConditionFalse, "BackupFailed", 3*period+60*time.Second)
+}
+
+// waitBackupReady waits until druid's BackupReady condition of e has
+// status and reason.
+func waitBackupReady(t *testing.T, env *envtest.Env, e *druidv1alpha1.Etcd, status druidv1alpha1.ConditionStatus, reason string, within time.Duration) {
+	t.Helper()
+	harness.Eventually(t, within, fmt.Sprintf("druid's BackupReady %s (%s)", status, reason), func() error {
+		got := &druidv1alpha1.Etcd{}
+		if err := env.Client.Get(t.Context(), client.ObjectKeyFromObject(e), got); err != nil {
+			return err
+		}
+		i := slices.IndexFunc(got.Status.Conditions, func(c druidv1alpha1.Condition) bool { return c.Type == druidv1alpha1.ConditionTypeBackupReady })
+		if i < 0 {
+			return fmt.Errorf("no BackupReady condition among %+v", got.Status.Conditions)
+		}
+		if c := got.Status.Conditions[i]; c.Status != status || c.Reason != reason {
+			return fmt.Errorf("BackupReady is %s (%s: %s)", c.Status, c.Reason, c.Message)
+		}
+		return nil
+	})
 }
 
 // runOpsTask creates an OnDemandSnapshot EtcdOpsTask for etcd-main and

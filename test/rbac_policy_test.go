@@ -95,6 +95,11 @@ func patchHolder(ctx context.Context, c client.Client, name string, opts ...clie
 	return c.Patch(ctx, l, client.RawPatch(types.MergePatchType, []byte(`{"spec":{"holderIdentity":"intruder"}}`)), opts...)
 }
 
+// getLease reads a Lease of the Etcd's namespace.
+func getLease(ctx context.Context, c client.Client, name string) error {
+	return c.Get(ctx, types.NamespacedName{Namespace: druidNamespace, Name: name}, &coordinationv1.Lease{})
+}
+
 // createLease creates a Lease in the Etcd's namespace, as its holder
 // (kube-controller-manager, druid) or an intruder would.
 func createLease(ctx context.Context, c client.Client, name string, opts ...client.CreateOption) error {
@@ -234,6 +239,10 @@ func TestLeasePolicy(t *testing.T) {
 		{"agent renews its member Lease", func(ctx context.Context) error { return renewAs(ctx, agent, etcd, listed) }, "", nil},
 		{"agent renews the full snapshot Lease", func(ctx context.Context) error { return patchHolder(ctx, agent.Client, "etcd-main-full-snap") }, "", nil},
 		{"agent renews the delta snapshot Lease", func(ctx context.Context) error { return patchHolder(ctx, agent.Client, "etcd-main-delta-snap") }, "", nil},
+		{"agent reads the full snapshot Lease", func(ctx context.Context) error { return getLease(ctx, agent.Client, "etcd-main-full-snap") }, "", nil},
+		{"agent reads the delta snapshot Lease", func(ctx context.Context) error { return getLease(ctx, agent.Client, "etcd-main-delta-snap") }, "", nil},
+		{"agent reads kube-controller-manager's Lease", func(ctx context.Context) error { return getLease(ctx, agent.Client, "kube-controller-manager") },
+			`cannot get resource "leases"`, []string{`User "system:serviceaccount:kube-system:etcd-main"`}},
 		{"agent renews the Lease of an unlisted address", func(ctx context.Context) error { return renewAs(ctx, agent, etcd, unlisted) },
 			namesPolicy, []string{identity, "Leases of Etcd kube-system/etcd-main", names, "not kube-system/etcd-main-" + unlisted}},
 		{"agent creates the Lease of an unlisted address", func(ctx context.Context) error { return renewAs(ctx, agent, etcd, "192.0.2.250") },

@@ -55,7 +55,8 @@ func checkAccess(t *testing.T, env *envtest.Env, user string, allowed, denied []
 // The permissions of deploy/rbac/etcd-druid.yaml: the agent's calls, and
 // nothing of what it must never do (Etcd.status is druid's, other Etcds
 // are not its business, secrets and pods not at all). The Etcd is only
-// listed and watched by name (druid.EtcdWatcher), never got. Patch and
+// listed and watched by name (druid.EtcdWatcher), never got; of the
+// Leases only the two snapshot Leases are read, by name. Patch and
 // create on Leases cannot be limited by name in RBAC: which Leases the
 // agent may write is the admission policies' business
 // (rbac_policy_test.go). The Etcd's ServiceAccount also gets druid's own
@@ -67,6 +68,8 @@ func druidAccess(ns string) (allowed, denied []access) {
 		{"watch", druid, "etcds", "", ns, "etcd-main"},
 		{"patch", coord, "leases", "", ns, "etcd-main-192.0.2.1"},
 		{"create", coord, "leases", "", ns, ""},
+		{"get", coord, "leases", "", ns, "etcd-main-full-snap"},
+		{"get", coord, "leases", "", ns, "etcd-main-delta-snap"},
 		{"create", "", "events", "", ns, ""},
 		{"patch", "", "events", "", ns, "x"},
 	}
@@ -81,6 +84,7 @@ func druidAccess(ns string) (allowed, denied []access) {
 		{"list", druid, "etcds", "", ns, ""},
 		{"delete", coord, "leases", "", ns, "etcd-main-192.0.2.1"},
 		{"get", coord, "leases", "", ns, "etcd-main-192.0.2.1"},
+		{"get", coord, "leases", "", ns, "kube-controller-manager"},
 		{"list", coord, "leases", "", ns, ""},
 		{"update", coord, "leases", "", ns, "kube-controller-manager"},
 		{"get", coord, "leases", "", "default", "etcd-main-192.0.2.1"},

@@ -41,6 +41,8 @@ const (
 	ReasonTaskSucceeded  = "TaskSucceeded"
 	ReasonTaskFailed     = "TaskFailed"
 	ReasonTaskRejected   = "TaskRejected"
+	// The snapshot Leases (package druid): why they are not renewed.
+	ReasonSnapshotLeasesNotRenewed = "SnapshotLeasesNotRenewed"
 )
 
 // EventRecorder sends Events about one object through client-go's

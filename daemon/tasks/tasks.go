@@ -84,6 +84,11 @@ type Options struct {
 	Endpoints func() []string
 	// Node is this host's name, which the task records carry.
 	Node string
+	// OnSnapshot, when set, is told of every snapshot task that
+	// succeeded: full or delta, the last revision stored (0 for a delta
+	// with nothing to store) and the snapshot's time (a full one's
+	// creation, else the task's end).
+	OnSnapshot func(full bool, lastRevision int64, at time.Time)
 }
 
 // New builds the task side: the state dir and the task API's token (made
@@ -130,7 +135,7 @@ func New(opts Options) (*Service, error) {
 		RequeueInterval: set.Tasks.RequeueInterval,
 		Locker: &etcdclient.TaskLocker{Key: etcdclient.TaskLockKey(set.Cluster), TTL: set.Tasks.LockTTL, CallTimeout: set.CallTimeout,
 			Client: func() (*clientv3.Client, error) { return o.client() }},
-		OnTransition: func(t task.Task, from task.Phase) { o.transitioned(t, events) },
+		OnTransition: func(t task.Task, from task.Phase) { o.transitioned(t, events, opts.OnSnapshot) },
 	}
 	if err := o.runner.Load(); err != nil {
 		return nil, err
@@ -153,15 +158,26 @@ func (o *Service) client() (*clientv3.Client, error) {
 }
 
 // transitioned logs nothing (the runner does), and counts and reports.
-func (o *Service) transitioned(t task.Task, events kube.Recorder) {
+func (o *Service) transitioned(t task.Task, events kube.Recorder, onSnapshot func(bool, int64, time.Time)) {
 	o.metrics.TaskTransitions.WithLabelValues(t.Type, string(t.Phase)).Inc()
 	if t.Phase.Completed() {
 		o.metrics.TaskDuration.WithLabelValues(t.Type, string(t.Phase)).Observe(t.LastTransitionTime.Sub(t.CreatedAt).Seconds())
 	}
 	if t.Phase == task.Succeeded && t.Type == "snapshot" {
 		var s snapshot.Snapshot
-		if json.Unmarshal(t.Output, &s) == nil && s.Kind != "" {
+		stored := json.Unmarshal(t.Output, &s) == nil && s.Kind != ""
+		if stored {
 			o.metrics.LastSnapshot.WithLabelValues(s.Kind).Set(float64(s.CreatedOn.Unix()))
+		}
+		full := t.Params[ops.ParamKind] != "delta"
+		switch {
+		case onSnapshot == nil:
+		case full && stored:
+			onSnapshot(true, s.LastRevision, s.CreatedOn)
+		case !full:
+			// A delta with nothing to store is a delta taken all the
+			// same (backup-restore renews its Lease on every period).
+			onSnapshot(false, s.LastRevision, t.LastTransitionTime)
 		}
 	}
 	kind, reason := corev1.EventTypeNormal, "Task"+string(t.Phase)

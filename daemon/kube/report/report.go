@@ -49,6 +49,7 @@ type Reporting struct {
 	trackers   []*kube.Tracker
 	watcher    *druid.EtcdWatcher
 	renewer    *druid.LeaseRenewer
+	snapLeases *druid.SnapshotLeases
 	keeper     *druid.AddressKeeper
 	protection *druid.ProtectionSwitch
 	pacemaker  *pacemakercluster.Writer
@@ -115,6 +116,10 @@ func New(set Settings, listRules func() config.ListRules, log *slog.Logger, m *m
 		if set.KeepsList {
 			r.keeper = &druid.AddressKeeper{Rules: listRules, Log: r.log, Recorder: r.events}
 		}
+		r.snapLeases = druid.NewSnapshotLeases()
+		r.snapLeases.Leases, r.snapLeases.Namespace, r.snapLeases.CallTimeout = c.Leases, e.Namespace, k.CallTimeout
+		r.snapLeases.Tracker = track("snapshot-lease", "Lease "+e.Namespace+"/"+e.Name+"-full-snap, -delta-snap (snapshots)")
+		r.snapLeases.Recorder, r.snapLeases.Log = r.events, r.log
 		r.watcher = &druid.EtcdWatcher{Etcds: c.Etcds, Key: key, CallTimeout: k.CallTimeout,
 			Tracker: track("etcd-resource", "Etcd "+key.String()+" (read)"), Log: r.log, Now: time.Now, OnEtcd: r.onEtcd}
 	}
@@ -176,6 +181,7 @@ func (r *Reporting) onEtcd(e *druidv1alpha1.Etcd) {
 		r.recorder.SetUID(e.UID)
 	}
 	r.renewer.OnEtcd(e)
+	r.snapLeases.OnEtcd(e)
 	if r.keeper != nil {
 		r.keeper.OnEtcd(e)
 		r.changed() // a refused list is part of the reporting state
@@ -195,11 +201,20 @@ func (r *Reporting) Start(ctx context.Context, wg *sync.WaitGroup, local func(co
 		wg.Go(func() { r.watcher.Run(ctx) })
 		r.renewer.Local = local
 		wg.Go(func() { r.renewer.Run(ctx) })
+		wg.Go(func() { r.snapLeases.Run(ctx) })
 	}
 	if r.pacemaker != nil {
 		wg.Go(func() { r.pacemaker.Run(ctx) })
 	}
 	wg.Go(func() { r.persist(ctx) })
+}
+
+// SnapshotTaken tells druid, through the Etcd's snapshot Leases, of a
+// snapshot this node took (nothing without kubernetes.etcd).
+func (r *Reporting) SnapshotTaken(t druid.Taken) {
+	if r.snapLeases != nil {
+		r.snapLeases.Offer(t)
+	}
 }
 
 // Stop ends the event recorder (after the targets stopped).
