@@ -140,6 +140,18 @@ func TestPackageInstallUnderSystemd(t *testing.T) {
 		t.Errorf("etcdlet validate of the default configuration says:\n%s\nwant:\n%s", out, strings.Join(defaultConfigRefusal, "\n"))
 	}
 	checkInstalledFiles(t, h)
+	// The etcd CA made on the host (docs/certificates.md, "The CA"), reused
+	// by a second run, and a member's certificates issued from it.
+	if out := h.must("etcdlet", "certs", "init-ca"); !strings.Contains(out, "Made the etcd CA CN=etcd-ca") {
+		t.Errorf("etcdlet certs init-ca says:\n%s", out)
+	}
+	if out := h.must("etcdlet", "certs", "init-ca"); !strings.Contains(out, "is reused") {
+		t.Errorf("a second etcdlet certs init-ca says:\n%s", out)
+	}
+	if mode := h.must("stat", "-c", "%a %U:%G", "/etc/kubernetes/pki/etcd/ca.key"); mode != "600 root:root\n" {
+		t.Errorf("ca.key is %s, want 600 root:root", mode)
+	}
+	h.must("etcdlet", "certs", "issue", "--address", "127.0.0.1")
 	if s := h.show("etcdlet.service", "LoadState", "ActiveState", "UnitFileState"); s["LoadState"] != "loaded" ||
 		s["ActiveState"] != "inactive" || s["UnitFileState"] != "disabled" {
 		t.Errorf("after the install etcdlet.service is %v, want loaded, inactive and disabled", s)

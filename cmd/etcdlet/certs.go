@@ -20,6 +20,7 @@ func newCertsCommand() *cobra.Command {
 		Short: "Issue, check and renew etcd member certificates from an etcd CA (kubeadm layout)",
 		Long: `Certificate helpers for the files etcdlet, etcd and kube-apiserver use:
 
+  init-ca make the etcd CA in kubeadm's layout (or reuse the one there)
   issue   create a member's certificates from an etcd CA (no PKI of your own)
   check   when each certificate etcdlet's configuration names expires, and
           whether it verifies against its CA (also the agent's metric
@@ -32,7 +33,7 @@ certificates: they expire a year after they were made. See
 /usr/share/doc/etcdlet/certificates.md.`,
 		Args: cobra.NoArgs,
 	}
-	cmd.AddCommand(newCertsIssueCommand(), newCertsCheckCommand(), newCertsRenewCommand())
+	cmd.AddCommand(newCertsInitCACommand(), newCertsIssueCommand(), newCertsCheckCommand(), newCertsRenewCommand())
 	return cmd
 }
 
@@ -159,9 +160,9 @@ func runCertsIssue(stdout, stderr io.Writer, o certsIssueOptions, now time.Time)
 		}
 		return fmt.Errorf("--name: %w", err)
 	}
-	keyType := pki.KeyType(strings.ToLower(o.keyType))
-	if keyType != pki.KeyECDSA && keyType != pki.KeyRSA {
-		return fmt.Errorf("--key-type %q: want ecdsa or rsa", o.keyType)
+	keyType, err := parseKeyType(o.keyType)
+	if err != nil {
+		return err
 	}
 	if o.validity <= 0 {
 		return fmt.Errorf("--validity %s: must be positive", o.validity)

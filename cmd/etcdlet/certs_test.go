@@ -2,15 +2,8 @@ package main
 
 import (
 	"bytes"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/x509"
-	"crypto/x509/pkix"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
-	"math/big"
 	"os"
 	"path/filepath"
 	"slices"
@@ -27,43 +20,78 @@ import (
 // run at later times, as a fake clock.
 var issuedAt = time.Date(2030, 6, 1, 12, 0, 0, 0, time.UTC)
 
-// testPKI writes an etcd CA valid for ten years from a day before
-// issuedAt into <root>/etcd and issues a member's certificates from it
-// with `certs issue`, as an operator would. It returns the etcd dir.
+// testPKI makes an etcd CA valid for ten years from a day before issuedAt
+// into <root>/etcd with `certs init-ca`, and issues a member's certificates
+// from it with `certs issue`, as an operator would. It returns the etcd dir.
 func testPKI(t *testing.T) string {
 	t.Helper()
 	dir := filepath.Join(t.TempDir(), "pki", "etcd")
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		t.Fatal(err)
-	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "etcd-ca"},
-		NotBefore: issuedAt.Add(-24 * time.Hour), NotAfter: issuedAt.Add(10 * 365 * 24 * time.Hour),
-		KeyUsage: x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature, BasicConstraintsValid: true, IsCA: true}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, key.Public(), key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	keyDER, err := x509.MarshalECPrivateKey(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ca.crt"), pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "ca.key"), pem.EncodeToMemory(&pem.Block{Type: "EC PRIVATE KEY", Bytes: keyDER}), 0o600); err != nil {
-		t.Fatal(err)
+	var out bytes.Buffer
+	if err := runCertsInitCA(&out, certsInitCAOptions{outDir: dir, name: pki.DefaultCAName, validity: pki.DefaultCAValidity, keyType: "ecdsa"},
+		issuedAt.Add(-24*time.Hour)); err != nil {
+		t.Fatalf("certs init-ca: %v\n%s", err, out.String())
 	}
 	o := certsIssueOptions{caCert: filepath.Join(dir, "ca.crt"), caKey: filepath.Join(dir, "ca.key"), addresses: []string{"10.0.0.10"},
 		name: "cp-0", outDir: dir, validity: pki.DefaultValidity, keyType: string(pki.KeyRSA)}
-	var out bytes.Buffer
 	if err := runCertsIssue(&out, &out, o, issuedAt); err != nil {
 		t.Fatalf("certs issue: %v\n%s", err, out.String())
 	}
 	return dir
+}
+
+// certs init-ca makes kubeadm's etcd CA once: ca.key 0600, ca.crt 0644,
+// the directory 0700. A CA already there is reused and left alone; half a
+// pair, or a pair that is no CA, is refused, and nothing is written.
+func TestCertsInitCA(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "pki", "etcd")
+	o := certsInitCAOptions{outDir: dir, name: pki.DefaultCAName, validity: pki.DefaultCAValidity, keyType: "ecdsa"}
+	var out bytes.Buffer
+	if err := runCertsInitCA(&out, o, issuedAt); err != nil {
+		t.Fatal(err)
+	}
+	for path, mode := range map[string]os.FileMode{dir: 0o700 | os.ModeDir, filepath.Join(dir, "ca.key"): 0o600, filepath.Join(dir, "ca.crt"): 0o644} {
+		if fi, err := os.Stat(path); err != nil || fi.Mode() != mode {
+			t.Errorf("%s: %v %v, want mode %v", path, fi.Mode(), err, mode)
+		}
+	}
+	ca, err := pki.LoadCA(filepath.Join(dir, "ca.crt"), filepath.Join(dir, "ca.key"), issuedAt)
+	if err != nil || ca.Cert.Subject.CommonName != "etcd-ca" {
+		t.Fatalf("the CA made: %v %v", ca, err)
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, "ca.key"))
+
+	out.Reset()
+	if err := runCertsInitCA(&out, o, issuedAt); err != nil || !strings.Contains(out.String(), "is reused") {
+		t.Errorf("a second init-ca: %v %q, want the CA reused", err, out.String())
+	}
+	if after, _ := os.ReadFile(filepath.Join(dir, "ca.key")); !bytes.Equal(before, after) {
+		t.Error("a second init-ca replaced the CA key")
+	}
+
+	half := filepath.Join(t.TempDir(), "etcd")
+	if err := os.MkdirAll(half, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(half, "ca.key"), before, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	err = runCertsInitCA(&out, certsInitCAOptions{outDir: half, name: pki.DefaultCAName, validity: pki.DefaultCAValidity, keyType: "ecdsa"}, issuedAt)
+	if err == nil || !strings.Contains(err.Error(), "exists without") {
+		t.Errorf("ca.key without ca.crt: %v, want a refusal", err)
+	}
+	if _, err := os.Stat(filepath.Join(half, "ca.crt")); err == nil {
+		t.Error("a CA certificate was made beside a key that is not its own")
+	}
+	if err := os.WriteFile(filepath.Join(half, "ca.crt"), []byte("not a certificate\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	err = runCertsInitCA(&out, certsInitCAOptions{outDir: half, name: pki.DefaultCAName, validity: pki.DefaultCAValidity, keyType: "ecdsa"}, issuedAt)
+	if err == nil || !strings.Contains(err.Error(), "no usable CA") {
+		t.Errorf("a pair that is no CA: %v, want a refusal", err)
+	}
+	if err := runCertsInitCA(&out, certsInitCAOptions{outDir: t.TempDir(), name: pki.DefaultCAName, validity: pki.DefaultCAValidity, keyType: "dsa"}, issuedAt); err == nil {
+		t.Error("--key-type dsa was accepted")
+	}
 }
 
 // kubeadmTargets are what CertTargets makes of kubeadm's layout.
