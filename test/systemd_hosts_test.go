@@ -243,8 +243,13 @@ func checkUnitReload(t *testing.T, h *sdHost) {
 		}
 		return nil
 	})
-	if out, _ := h.exec("etcdlet", "status"); !strings.Contains(out, "CONFIGURATION NOT IN FORCE") || !strings.Contains(out, "agent.logLevel") {
+	out, _ := h.exec("etcdlet", "status")
+	if !strings.Contains(out, "CONFIGURATION NOT IN FORCE") || !strings.Contains(out, "agent.logLevel") {
 		t.Errorf("host %d: etcdlet status with a refused configuration on disk does not say so:\n%s", h.n, out)
+	}
+	// It also says which certificate expires first, and when.
+	if !strings.Contains(out, "certificates: ") || !strings.Contains(out, "the first to expire is /etc/kubernetes/pki/") {
+		t.Errorf("host %d: etcdlet status does not say when the certificates expire:\n%s", h.n, out)
 	}
 	out, err := h.exec("systemctl", "reload", "etcdlet.service")
 	if err == nil {

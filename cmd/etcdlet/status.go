@@ -12,6 +12,7 @@ import (
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon"
+	"github.com/etcdlet/etcdlet/daemon/certs"
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	kubereport "github.com/etcdlet/etcdlet/daemon/kube/report"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
@@ -40,7 +41,9 @@ kubernetes section, the state of each reporting target as the agent last
 saved it: the last successful write (Lease, PacemakerCluster status, the
 Etcd resource read) and the error of a failing one. Last, where the
 snapshots go and the newest full one: none configured, a directory on
-this host only (a lost host takes it with it), or the S3 store.
+this host only (a lost host takes it with it), or the S3 store; and the
+certificate that expires first, in days (or each that is broken or
+expires within 30 days, with what to do).
 
 The report is what the agent's next pass would see and decide (the same
 look, read-only: nothing is changed), computed from the configuration's
@@ -88,6 +91,7 @@ list problem is printed either way.`,
 				return err
 			}
 			report.Snapshots = tasks.Whereabouts(cmd.Context(), cfg.Backup, time.Now())
+			report.Certificates = certs.Summary(certs.CertTargets(cfg), time.Now())
 			if output == "json" {
 				err = statusreport.WriteJSON(cmd.OutOrStdout(), report)
 			} else {

@@ -7,6 +7,7 @@ import (
 	"context"
 	"crypto/x509"
 	"errors"
+	"fmt"
 	"io/fs"
 	"log/slog"
 	"path/filepath"
@@ -184,4 +185,33 @@ func (w *Watch) Refresh() {
 				"warnBefore", pki.DefaultWarn.String())
 		}
 	}
+}
+
+// Summary says, for etcdlet status, how the certificates the
+// configuration names stand at now: the first to expire and in how many
+// days, or each that is broken or expires within pki.DefaultWarn; "" when
+// the configuration names none.
+func Summary(targets []pki.Target, now time.Time) string {
+	var first *pki.Finding
+	var alarms []string
+	findings := pki.Check(targets, now, pki.DefaultWarn)
+	for i, f := range findings {
+		if f.Status == pki.StatusUnreadable && f.Optional {
+			continue
+		}
+		if f.Status != pki.StatusOK {
+			alarms = append(alarms, fmt.Sprintf("%s (%s) %s: %s", f.Path, f.Usage, f.Status, strings.Join(f.Problems, "; ")))
+		}
+		if f.Status != pki.StatusUnreadable && (first == nil || f.NotAfter.Before(first.NotAfter)) {
+			first = &findings[i]
+		}
+	}
+	switch {
+	case len(alarms) > 0:
+		return strings.Join(alarms, "; ") + ": renew with etcdlet certs renew (certificates.md)"
+	case first == nil:
+		return ""
+	}
+	return fmt.Sprintf("%d checked; the first to expire is %s (%s) in %d days, %s", len(findings), first.Path, first.Usage,
+		int(first.Remaining.Hours()/24), first.NotAfter.UTC().Format("2006-01-02"))
 }

@@ -55,6 +55,9 @@ type Report struct {
 	Configuration string `json:"configuration,omitempty"`
 	// Snapshots says where this node's snapshots go (tasks.Whereabouts).
 	Snapshots string `json:"snapshots,omitempty"`
+	// Certificates says how the certificates the configuration names
+	// stand (certs.Summary).
+	Certificates string `json:"certificates,omitempty"`
 	// Insecure lists the settings that make this node less secure than
 	// etcdlet's defaults (config.SecurityWarnings).
 	Insecure []string `json:"insecure,omitempty"`
@@ -340,6 +343,9 @@ func WriteTable(w io.Writer, r Report) error {
 	}
 	if r.Snapshots != "" {
 		fmt.Fprintf(w, "snapshots: %s\n", r.Snapshots)
+	}
+	if r.Certificates != "" {
+		fmt.Fprintf(w, "certificates: %s\n", r.Certificates)
 	}
 	writeReporting(w, r.Reporting)
 	return nil
