@@ -85,6 +85,8 @@ type Config struct {
 	Kubernetes Kubernetes `yaml:"kubernetes"`
 	Backup     Backup     `yaml:"backup"`
 	Tasks      Tasks      `yaml:"tasks"`
+	// Certificates renews the member's certificates before they expire.
+	Certificates Certificates `yaml:"certificates"`
 
 	// Digest is the SHA-256, in hex, of the file content Load read (see
 	// FileDigest); empty for a configuration from Parse. It tells whether
@@ -292,6 +294,7 @@ func (c *Config) applyDefaults(explicit map[string]bool) {
 	c.Pacemaker.applyDefaults(explicit)
 	c.Kubernetes.applyDefaults(explicit)
 	c.applyBackupDefaults(explicit)
+	c.applyCertificatesDefaults(explicit)
 }
 
 // setDefault sets a field the user left at its zero value.

@@ -271,6 +271,19 @@ func TestValidationRules(t *testing.T) {
 			`etcd.extraArgs.discovery-endpoints: "http://192.0.2.9:2379": must not be set: --discovery-endpoints configures etcd's discovery, and membership comes from the member list`,
 			`etcd.extraArgs.wal-dir: "/var/lib/etcd-wal": etcdlet sets --wal-dir itself: etcdlet moves the data dir aside as one unit; a separate WAL dir would be left behind`,
 		}},
+		{"certificate renewal without TLS", base + "etcd:\n  insecure: true\ncertificates:\n  autoRenew: true\n", []string{
+			"certificates.autoRenew: true: needs etcd.tls.client and etcd.tls.peer: without TLS there is no certificate to renew",
+		}},
+		{"certificate renewal outside kubeadm's layout", base + "etcd:\n  tls:\n    client: {certFile: /pki/etcd.pem, keyFile: /pki/etcd-key.pem, caFile: /pki/ca.pem}\n" +
+			"    peer: {certFile: /pki/etcd.pem, keyFile: /pki/etcd-key.pem, caFile: /pki/ca.pem}\ncertificates:\n  autoRenew: true\n", []string{
+			"certificates.autoRenew: true: renews kubeadm's layout, server.crt and peer.crt in one directory (as etcdlet certs issue writes them); etcd.tls.client.certFile is /pki/etcd.pem, etcd.tls.peer.certFile /pki/etcd.pem",
+		}},
+		{"a renewal that would be due again at once", base + "certificates:\n  renewBefore: 8760h\n  validity: 8761h\n", []string{
+			`certificates.validity: "8761h0m0s": must exceed certificates.renewBefore (8760h0m0s) by at least 24h0m0s: a renewed certificate must not be due again at once`,
+		}},
+		{"renewBefore out of range", base + "certificates:\n  renewBefore: 10m\n", []string{
+			`certificates.renewBefore: "10m0s": must be between 1h0m0s and 17520h0m0s`,
+		}},
 		{"the strict reconfiguration check stays on", base + "etcd:\n  extraArgs:\n    strict-reconfig-check: \"false\"\n", []string{
 			`etcd.extraArgs.strict-reconfig-check: "false": must not be set: it must stay on, so that etcd itself refuses a membership change that would leave too few connected members, the last line of defence behind etcdlet's own checks`,
 		}},

@@ -99,6 +99,7 @@ func (c *Config) Validate() error {
 	c.Pacemaker.validate(&errs)
 	c.validateKubernetes(&errs)
 	c.validateBackup(&errs)
+	c.validateCertificates(&errs)
 	return errs.Err()
 }
 

@@ -43,6 +43,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
+	"github.com/etcdlet/etcdlet/daemon/task"
 	"github.com/etcdlet/etcdlet/daemon/tasks"
 	"github.com/etcdlet/etcdlet/systemd"
 )
@@ -67,13 +68,14 @@ type Agent struct {
 	peerTLS     *tls.Config  // the agent peer endpoint's, nil without peer TLS
 	peer        *http.Server // the agent peer endpoint, once the node address is known
 	reloads     chan reloadRequest
-	fresh       chan struct{}           // /readyz asks for a pass (readyNow)
-	wakes       *consent.Wakes          // wake-ups from other agents, coalesced
-	pacemaker   *pacemaker.Health       // nil unless pacemaker.enabled
-	report      *report.Reporting       // the kubernetes section; drops Events without it
-	tasks       *tasks.Service          // ops tasks, their schedules and APIs
-	certs       *certs.Watch            // the certificate expiry metric
-	restarts    *memberrestart.Requests // member restarts after a renewal, which the loop carries out
+	fresh       chan struct{}            // /readyz asks for a pass (readyNow)
+	wakes       *consent.Wakes           // wake-ups from other agents, coalesced
+	pacemaker   *pacemaker.Health        // nil unless pacemaker.enabled
+	report      *report.Reporting        // the kubernetes section; drops Events without it
+	tasks       *tasks.Service           // ops tasks, their schedules and APIs
+	certs       *certs.Watch             // the certificate expiry metric
+	restarts    *memberrestart.Requests  // member restarts after a renewal, which the loop carries out
+	autoRenew   *memberrestart.AutoRenew // nil unless certificates.autoRenew
 	notifier    *systemd.Notifier
 	health      healthState
 }
@@ -147,6 +149,13 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	a.restarts = memberrestart.NewRequests()
 	a.tasks.Register(memberrestart.Type(memberrestart.Deps{Requests: a.restarts, Self: a.node.Self, Status: pool.Status,
 		Files: memberrestart.FilesFrom(cfg), CallTimeout: cfg.Agent.CallTimeout, Served: a.certs.Refresh}))
+	if cfg.Certificates.AutoRenew {
+		a.autoRenew = memberrestart.AutoRenewFrom(cfg)
+		a.autoRenew.Self, a.autoRenew.Log = a.node.Self, log.With("component", "certificates")
+		a.autoRenew.Restart = func(ctx context.Context) (task.Task, error) {
+			return a.tasks.Run(ctx, task.Request{Type: memberrestart.TaskType, Source: "certificates.autoRenew"})
+		}
+	}
 	if cfg.Pacemaker.Enabled {
 		plog := log.With("component", "pacemaker")
 		collector, err := pacemaker.NewCollector(cfg.Pacemaker, plog)
@@ -208,6 +217,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.report.Start(loopCtx, &wg, a.localMember)
 	a.tasks.Start(loopCtx, &wg)
 	wg.Go(func() { a.certs.Run(loopCtx) })
+	if a.autoRenew != nil {
+		wg.Go(func() { a.autoRenew.Run(loopCtx, autoRenewInterval(a.cfg.Agent.ReconcileInterval)) })
+	}
 	if a.guard != nil {
 		wg.Go(func() {
 			if err := a.guard.Run(loopCtx); err != nil {
@@ -394,6 +406,14 @@ func statusLine(cluster string, s node.Snapshot) string {
 		return line + "; waiting: " + r.Plan.Waiting[0]
 	}
 	return line + "; membership does not match the list yet"
+}
+
+// autoRenewInterval is how often the served certificates are looked at:
+// six reconcile intervals, between 10 s and a minute. A renewal is due
+// weeks ahead; the interval only bounds how late after a refusal or a
+// start it is noticed.
+func autoRenewInterval(reconcile time.Duration) time.Duration {
+	return min(max(6*reconcile, 10*time.Second), time.Minute)
 }
 
 func resetTimer(t *time.Timer, d time.Duration) {

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"net"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -34,6 +35,21 @@ func ReadCurrent(l Layout, profiles []Profile) (current []Current, missing []str
 		}
 	}
 	return current, missing, nil
+}
+
+// RenewLayout renews, as Renew does, every certificate of profiles that
+// exists in the layout, and returns the new set (written nowhere yet) and
+// the certificate paths that do not exist. None existing is an error.
+func RenewLayout(ca *CA, l Layout, profiles []Profile, validity time.Duration, now time.Time) (*Set, []string, error) {
+	current, missing, err := ReadCurrent(l, profiles)
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(current) == 0 {
+		return nil, missing, fmt.Errorf("no certificate to renew: none of %s exists; create them with etcdlet certs issue", strings.Join(missing, ", "))
+	}
+	set, err := Renew(ca, current, validity, now)
+	return set, missing, err
 }
 
 // Renew issues a new key and certificate for each current certificate, as

@@ -103,6 +103,7 @@ const (
 	netFounder
 	netNeverBootstrap
 	netRebootstrap
+	netCertsAutoRenew
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

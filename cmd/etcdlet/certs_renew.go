@@ -152,14 +152,7 @@ func renewFiles(out, stderr io.Writer, o certsRenewOptions, now time.Time) ([]st
 	if err != nil {
 		return nil, err
 	}
-	current, missing, err := pki.ReadCurrent(paths.layout, pki.Profiles())
-	if err != nil {
-		return nil, err
-	}
-	if len(current) == 0 {
-		return nil, fmt.Errorf("no certificate to renew: none of %s exists; create them with etcdlet certs issue", strings.Join(missing, ", "))
-	}
-	set, err := pki.Renew(ca, current, o.validity, now)
+	set, missing, err := pki.RenewLayout(ca, paths.layout, pki.Profiles(), o.validity, now)
 	if err != nil {
 		return nil, err
 	}

@@ -92,6 +92,9 @@ list problem is printed either way.`,
 			}
 			report.Snapshots = tasks.Whereabouts(cmd.Context(), cfg.Backup, time.Now())
 			report.Certificates = certs.Summary(certs.CertTargets(cfg), time.Now())
+			if cfg.Certificates.AutoRenew && report.Certificates != "" {
+				report.Certificates += fmt.Sprintf("; the agent renews the member's %s ahead (certificates.autoRenew)", cfg.Certificates.RenewBefore)
+			}
 			if output == "json" {
 				err = statusreport.WriteJSON(cmd.OutOrStdout(), report)
 			} else {

@@ -1,6 +1,7 @@
 // Package memberrestart is the ops task `etcdlet certs renew` submits
-// after it replaced this node's certificates: restart the local member so
-// that it runs on the new files, one node at a time. A static pod needs
+// after it replaced this node's certificates, and AutoRenew
+// (certificates.autoRenew) after it renewed them itself: restart the local
+// member so that it runs on the new files, one node at a time. A static pod needs
 // it: the kubelet mounts each certificate file into the container by
 // inode, so files renamed into place are not seen until the container
 // starts again. The embedded member reads the new files on every new

@@ -147,6 +147,17 @@ func New(opts Options) (*Service, error) {
 // restart), before Start.
 func (o *Service) Register(t task.Type) { o.runner.Registry.Register(t) }
 
+// Run submits a task on this node, as the task API does, and waits until
+// it is completed or ctx ends; a task submitted while another is not
+// completed comes back Rejected.
+func (o *Service) Run(ctx context.Context, req task.Request) (task.Task, error) {
+	t, ok, err := o.runner.Submit(req)
+	if err != nil || !ok {
+		return t, err
+	}
+	return o.runner.Wait(ctx, t.ID)
+}
+
 // client is a client over the listed members' endpoints, for the lock and
 // the schedule records.
 func (o *Service) client() (*clientv3.Client, error) {
