@@ -262,7 +262,15 @@ func (g *Guard) checkFile(path string) {
 	if !ok {
 		return
 	}
-	time.Sleep(g.opts.Settle)
+	settle := g.opts.Settle
+	if first.readable() && len(first.data) == 0 {
+		// Found empty: truncated by a writer that has not written yet,
+		// most likely (nobody means a manifest to be empty). On a loaded
+		// machine that writer may not run again for longer than the
+		// settle time.
+		settle = max(settle, EmptySettle)
+	}
+	time.Sleep(settle)
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	m := g.files[path]

@@ -183,6 +183,38 @@ func TestInPlaceWriteIsJudgedWhenFinished(t *testing.T) {
 	}
 }
 
+// A file truncated by a writer that then stalls (a loaded machine
+// deschedules it) holds still, empty, for longer than the settle time; the
+// guard gives an empty file longer (EmptySettle), so the write that follows
+// is judged, not reverted away. A file that stays empty is reverted.
+func TestTruncatedFileIsGivenTimeToBeWritten(t *testing.T) {
+	const settle = 50 * time.Millisecond
+	g, rec, path := runningSettle(t, true, settle)
+	theirs := "image: debug\nname: etcd\nmetadata:\n  annotations:\n    " + annotation + ": \"\"\n"
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_TRUNC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(10 * settle) // a stalled writer: well past the settle time
+	if _, err := f.WriteString(theirs); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, deadline, "the finished write reported as allowed", func() bool { return rec.count(Allowed) == 1 })
+	if got := content(path); got != theirs {
+		t.Fatalf("the operator's write after a stall was reverted; found:\n%s", got)
+	}
+	if !g.OptedOut(path) {
+		t.Error("the finished file does not opt out")
+	}
+	if err := os.WriteFile(path, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	eventually.True(t, deadline, "a file left empty is reverted", func() bool { return rec.count(Reverted) == 1 })
+}
+
 func TestProtectionOffLeavesChanges(t *testing.T) {
 	g, rec, path := running(t, false)
 	edited := "image: etcd\nname: etcd\nextra: true\n"

@@ -14,6 +14,12 @@ import (
 // finishes first.
 const DefaultSettle = 100 * time.Millisecond
 
+// EmptySettle is how long a file found empty must stay empty before the
+// guard acts on it: a writer that truncated it (os.WriteFile, "echo >")
+// may be descheduled between the truncation and its write for longer than
+// DefaultSettle on a loaded machine, and a revert then loses its write.
+const EmptySettle = 2 * time.Second
+
 // Run watches the managed files' directories (files are replaced by
 // rename, which a watch on the file itself would miss) and checks on every
 // change to a managed file, and every Interval, until ctx ends.
