@@ -182,7 +182,7 @@ func TestPackageInstallUnderSystemd(t *testing.T) {
 	h.waitHealthy("etcdlet status shows the member healthy")
 	// Snapshots are on by default, into a directory on this host, and
 	// etcdlet status says that a lost host takes them with it.
-	if out := h.must("etcdlet", "status"); !strings.Contains(out, "snapshots: no snapshot yet in /var/lib/etcdlet/snapshots on this host only; a full one every 12h0m0s; a host that is lost takes them with it") {
+	if out := h.must("etcdlet", "status"); !strings.Contains(out, "snapshots: no full snapshot yet in /var/lib/etcdlet/snapshots on this host only; a full one every 12h0m0s; a host that is lost takes them with it") {
 		t.Errorf("etcdlet status does not say where the default snapshots go:\n%s", out)
 	}
 

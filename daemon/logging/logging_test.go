@@ -107,9 +107,20 @@ func TestFormatAutoOnTheJournal(t *testing.T) {
 	}
 }
 
-// A serve loop that ends because etcd was closed on purpose is no error:
-// it is logged at debug; a serve loop that fails otherwise stays an error.
-func TestStoppedServingIsNoError(t *testing.T) {
+// A serve loop that ends because etcd was closed on purpose is no error,
+// and etcd's advice about its default port layout no warning: both are
+// logged at debug; a serve loop that fails otherwise stays an error.
+func TestExpectedEtcdMessagesAreDebug(t *testing.T) {
+	var buf bytes.Buffer
+	log, _ := New(&buf, "text", "info")
+	ZapLogger(log, "warn").Warn("Running http and grpc server on single port. This is not recommended for production.")
+	if buf.Len() != 0 {
+		t.Errorf("etcd's single-port advice logged at info: %q", buf.String())
+	}
+	testStoppedServing(t)
+}
+
+func testStoppedServing(t *testing.T) {
 	tests := []struct {
 		name, err, want string
 	}{

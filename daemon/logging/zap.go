@@ -47,7 +47,7 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 		f.AddTo(enc)
 	}
 	level := slogLevel(e.Level)
-	if stoppedServing(e.Message, enc.Fields) {
+	if expected(e.Message, enc.Fields) {
 		level = slog.LevelDebug
 		if !c.log.Enabled(context.Background(), level) {
 			return nil
@@ -62,24 +62,31 @@ func (c *slogCore) Write(e zapcore.Entry, fields []zapcore.Field) error {
 
 func (c *slogCore) Sync() error { return nil }
 
-// stoppedServing tells whether an etcd server message is a serve loop
-// ending because the server was closed on purpose: etcd logs it as an
-// error ("setting up serving from embedded etcd failed." with "mux: server
-// closed"), which a stop of the agent, or the end of a restore's
-// temporary etcd, must not show as one. It is kept, at debug.
-func stoppedServing(msg string, fields map[string]any) bool {
-	if msg != "setting up serving from embedded etcd failed." {
-		return false
-	}
-	err := fmt.Sprint(fields["error"])
-	for _, closed := range []string{"mux: server closed", "http: Server closed", "use of closed network connection", "the server has been stopped"} {
-		if strings.Contains(err, closed) {
-			return true
+// expected tells whether an etcd server message reports nothing wrong
+// for etcdlet; it is kept, at debug:
+//
+//   - a serve loop that ends because the server was closed on purpose:
+//     etcd logs it as an error ("setting up serving from embedded etcd
+//     failed." with "mux: server closed"), which a stop of the agent, or
+//     the end of a restore's temporary etcd, must not show as one;
+//   - the warning that gRPC and HTTP share the client port ("not
+//     recommended for production"): that is etcd's default layout, and
+//     kubeadm's, which etcdlet keeps on purpose; an operator reading it at
+//     every start, or after a restore, would take it for a fault.
+func expected(msg string, fields map[string]any) bool {
+	switch msg {
+	case "Running http and grpc server on single port. This is not recommended for production.":
+		return true
+	case "setting up serving from embedded etcd failed.":
+		err := fmt.Sprint(fields["error"])
+		for _, closed := range []string{"mux: server closed", "http: Server closed", "use of closed network connection", "the server has been stopped"} {
+			if strings.Contains(err, closed) {
+				return true
+			}
 		}
 	}
 	return false
 }
-
 func slogLevel(l zapcore.Level) slog.Level {
 	switch {
 	case l <= zapcore.DebugLevel:

@@ -246,18 +246,18 @@ func startLocal(ctx context.Context, dir, name string, log *slog.Logger) (*embed
 	cfg.Name = name
 	cfg.Dir = dir
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = local, local
-	// HTTP (health, gateway) on a port of its own: etcd warns that one port
-	// for both "is not recommended for production", which a restore's
-	// operator must not read as a problem of theirs.
-	cfg.ListenClientHttpUrls = local
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = local, local
 	cfg.QuotaBackendBytes = restoreQuota
 	// The source cluster's limits are unknown; a transaction it accepted
 	// must replay here.
 	cfg.MaxTxnOps = 1 << 20
 	cfg.MaxRequestBytes = 64 << 20
-	cfg.LogLevel = "warn"
-	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logging.ZapLogger(log.With("component", "etcd-restore"), "warn"))
+	// Errors only: this etcd is a tool of the restore, and its warnings
+	// are about settings chosen on purpose (the request limit above, the
+	// simple auth token of a server nobody else reaches, its listeners
+	// closing at the end), which the operator must not read as problems.
+	cfg.LogLevel = "error"
+	cfg.ZapLoggerBuilder = embed.NewZapLoggerBuilder(logging.ZapLogger(log.With("component", "etcd-restore"), "error"))
 	e, err := embed.StartEtcd(cfg)
 	if err != nil {
 		return nil, fmt.Errorf("start etcd on the restored data: %w", err)
