@@ -150,7 +150,9 @@ gzip -9n "$work/docs/man/"*.1
 # (/usr/share/doc/etcdlet): the README, every page of docs/ but the one for
 # contributors, and the example configurations.
 mkdir -p "$work/docs/doc/examples"
-cp README.md "$work/docs/doc/"
+# The README's links point into the repository (docs/x.md, config/examples/);
+# beside the pages they point to them where they are installed.
+sed -e 's#](docs/#](#g' -e 's#](config/examples/)#](examples/)#g' README.md >"$work/docs/doc/README.md"
 for page in docs/*.md; do
 	[ "$page" = docs/development.md ] || cp "$page" "$work/docs/doc/"
 done
