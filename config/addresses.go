@@ -5,10 +5,16 @@ import (
 	"bytes"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 
 	"github.com/etcdlet/etcdlet/config/trust"
 )
+
+// ClusterMembersFile is where, under agent.stateDir, the agent keeps the
+// last good list read from the cluster (members.source cluster), so that
+// it keeps working while no member answers.
+const ClusterMembersFile = "cluster-members"
 
 // MaxMembersFileBytes bounds what etcdlet reads from a members file: a list
 // of at most a few dozen IPs never comes near it, and a runaway file must
@@ -186,14 +192,14 @@ func (r ListRules) DesiredMembers() ([]netip.Addr, Errors) {
 	switch r.Members.Source {
 	case SourceStatic:
 		return ValidateAddressList("members.addresses", StaticEntries(r.Members.Addresses), r.Replicas)
-	case SourceFile, SourceEtcdResource:
+	case SourceFile, SourceEtcdResource, SourceCluster:
 		entries, errs := ReadMembersFile(r.MembersFile())
 		if len(errs) > 0 {
 			return nil, errs
 		}
 		return r.CheckList("members.file", entries)
 	default:
-		return nil, Errors{{Path: "members.source", Value: r.Members.Source, Rule: "must be static, file or etcd-resource"}}
+		return nil, Errors{{Path: "members.source", Value: r.Members.Source, Rule: "must be " + sourceNames}}
 	}
 }
 
@@ -213,13 +219,16 @@ func (r ListRules) CheckList(listPath string, entries []AddressEntry) ([]netip.A
 
 // MembersFile is the file the list is read from: members.file, or for
 // members.source etcd-resource the copy of the Etcd's list that the agent
-// keeps in agent.stateDir; "" for the static source.
+// keeps in agent.stateDir, and for members.source cluster the copy of the
+// cluster's; "" for the static source.
 func (r ListRules) MembersFile() string {
 	switch r.Members.Source {
 	case SourceFile:
 		return r.Members.File
 	case SourceEtcdResource:
 		return r.EtcdResourceMembers()
+	case SourceCluster:
+		return filepath.Join(r.StateDir, ClusterMembersFile)
 	}
 	return ""
 }

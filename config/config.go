@@ -38,7 +38,15 @@ const (
 	// SourceEtcdResource is etcd-druid's Etcd resource (kubernetes.etcd):
 	// its spec.externallyManagedMemberAddresses, watched.
 	SourceEtcdResource = "etcd-resource"
+	// SourceCluster is the list etcdlet keeps in the cluster's own
+	// keyspace, changed with etcdlet members add|remove|set from any host
+	// and watched by every agent; members.seeds are where a host that is
+	// not yet a member reads it.
+	SourceCluster = "cluster"
 )
+
+// sourceNames is every members.source, for error messages.
+const sourceNames = "static, file, etcd-resource or cluster"
 
 // Ways a new cluster may form (cluster.bootstrap).
 const (
@@ -123,6 +131,10 @@ type Members struct {
 	Source    string   `yaml:"source"`
 	Addresses []string `yaml:"addresses,omitempty"`
 	File      string   `yaml:"file,omitempty"`
+	// Seeds, with members.source cluster, are addresses of members whose
+	// client URLs a host reads the list from before it finds itself in
+	// it (a host that is listed also reads it from the listed members).
+	Seeds []string `yaml:"seeds,omitempty"`
 }
 
 // Node describes this host.

@@ -50,7 +50,7 @@ func TestValidationRules(t *testing.T) {
 		{"valid with defaults", base, nil},
 		{"empty file", "", []string{
 			"cluster.name: required: the member name prefix, e.g. etcd-main",
-			"members.source: required: static, file or etcd-resource",
+			"members.source: required: static, file, etcd-resource or cluster",
 		}},
 		{"unknown field", base + "etcd:\n  datadir: /x\n", []string{
 			"etcd.datadir: unknown field (line 7); known fields here: allowInsecureExtraArgs, clientPort, dataDir, dataDirMustBeMount, extraArgs, insecure, listenMetricsURL, logLevel, moveAsideLimit, moveAsideWindow, peerPort, runtime, tls",
@@ -109,8 +109,18 @@ func TestValidationRules(t *testing.T) {
 		{"file source with addresses", "cluster:\n  name: etcd-main\nmembers:\n  source: file\n  file: /m\n  addresses: [192.0.2.1]\n", []string{
 			`members.addresses: "192.0.2.1": only used with members.source static`,
 		}},
+		{"cluster source: seeds are member IPs, each once, and need TLS off loopback", "cluster:\n  name: etcd-main\n  bootstrap: consent\n  founder: 10.0.0.1\nmembers:\n  source: cluster\n  file: /m\n  seeds: [10.0.0.1, 10.0.0.01, \"fd00::2\", 10.0.0.1]\n", []string{
+			`cluster.bootstrap: "consent": must be explicit or never with members.source cluster: the list lives in the cluster, so before there is one no list names the nodes that would consent; 'etcdlet bootstrap --approve' on the first host founds it`,
+			`cluster.founder: "10.0.0.1": not used with members.source cluster: the first host founds the cluster with 'etcdlet bootstrap --approve', which also writes its first list`,
+			`members.file: "/m": only used with members.source file (cluster keeps its list in agent.stateDir)`,
+			`members.seeds[1]: "10.0.0.01": must be an IPv4 or IPv6 address (IPv4 field has octet with leading zero)`,
+			`members.seeds[3]: "10.0.0.1": listed twice`,
+		}},
+		{"seeds with another source", "cluster:\n  name: etcd-main\nmembers:\n  source: static\n  addresses: [127.0.0.1]\n  seeds: [127.0.0.2]\n", []string{
+			`members.seeds: "127.0.0.2": only used with members.source cluster`,
+		}},
 		{"unknown source", "cluster:\n  name: etcd-main\nmembers:\n  source: etcd-cr\n", []string{
-			`members.source: "etcd-cr": must be static, file or etcd-resource`,
+			`members.source: "etcd-cr": must be static, file, etcd-resource or cluster`,
 		}},
 		{"node address", base + "node:\n  address: 192.0.2.01\n", []string{
 			`node.address: "192.0.2.01": must be an IPv4 or IPv6 address (IPv4 field has octet with leading zero)`,

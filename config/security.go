@@ -87,8 +87,15 @@ func (c *Config) validateSecurity(errs *Errors) {
 	if c.Node.Address != "" {
 		known = append(known, AddressEntry{Where: "node.address", Text: c.Node.Address})
 	}
-	if c.Members.Source == SourceStatic {
+	switch c.Members.Source {
+	case SourceStatic:
 		known = append(known, StaticEntries(c.Members.Addresses)...)
+	case SourceCluster:
+		// The list is read from the seeds: plaintext off loopback would
+		// hand it to anyone on the path.
+		for i, s := range c.Members.Seeds {
+			known = append(known, AddressEntry{Where: fmt.Sprintf("members.seeds[%d]", i), Text: s})
+		}
 	}
 	c.Etcd.checkTransport(errs, known)
 	if c.Etcd.Insecure && c.Etcd.TransportSecured() {

@@ -68,6 +68,9 @@ func TestTransportSecurity(t *testing.T) {
 		{"node address off the host, list from a file", "cluster:\n  name: etcd-main\nmembers:\n  source: file\n  file: /etc/etcdlet/members\nnode:\n  address: 10.0.0.5\n", []string{
 			`node.address: "10.0.0.5": ` + transportRule("etcd.tls.client and etcd.tls.peer"),
 		}},
+		{"seeds off the host, list from the cluster", "cluster:\n  name: etcd-main\nmembers:\n  source: cluster\n  seeds: [127.0.0.1, '2001:db8::7']\n", []string{
+			`members.seeds[1]: "2001:db8::7": ` + transportRule("etcd.tls.client and etcd.tls.peer"),
+		}},
 		{"a loopback list needs no TLS", static + "  addresses: [127.0.0.1, 127.0.0.2, '::1']\n", nil},
 		{"TLS with CAs on both sides", static + "  addresses: [192.0.2.1]\netcd:\n" + kubeadmTLS, nil},
 		{"explicit opt-out", static + "  addresses: [192.0.2.1]\netcd:\n  insecure: true\n", nil},

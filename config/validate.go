@@ -130,6 +130,9 @@ func (c *Config) validateBootstrap(errs *Errors) {
 	case c.Members.Source == SourceEtcdResource && b != BootstrapNever:
 		errs.add("cluster.bootstrap", b, "must be %s (or left out) with members.source %s: the API server that serves the list runs on the cluster, so the cluster exists, and a node that bootstrapped would found a second one",
 			BootstrapNever, SourceEtcdResource)
+	case c.Members.Source == SourceCluster && b == BootstrapConsent:
+		errs.add("cluster.bootstrap", b, "must be %s or %s with members.source %s: the list lives in the cluster, so before there is one no list names the nodes that would consent; 'etcdlet bootstrap --approve' on the first host founds it",
+			BootstrapExplicit, BootstrapNever, SourceCluster)
 	}
 	f := c.Cluster.Founder
 	if f == "" {
@@ -141,6 +144,8 @@ func (c *Config) validateBootstrap(errs *Errors) {
 	case !ok:
 	case c.Members.Source == SourceEtcdResource:
 		errs.add("cluster.founder", f, "not used with members.source %s: such a node never founds a cluster, it joins the one that serves the list", SourceEtcdResource)
+	case c.Members.Source == SourceCluster:
+		errs.add("cluster.founder", f, "not used with members.source %s: the first host founds the cluster with 'etcdlet bootstrap --approve', which also writes its first list", SourceCluster)
 	case b != BootstrapExplicit:
 		errs.add("cluster.founder", f, "only used with cluster.bootstrap %s (it is %s): it names the node that founds the cluster on its first start", BootstrapExplicit, b)
 	}
@@ -148,6 +153,9 @@ func (c *Config) validateBootstrap(errs *Errors) {
 
 func (c *Config) validateMembers(errs *Errors) {
 	m := c.Members
+	if m.Source != SourceCluster && len(m.Seeds) > 0 {
+		errs.add("members.seeds", strings.Join(m.Seeds, ","), "only used with members.source %s", SourceCluster)
+	}
 	switch m.Source {
 	case SourceStatic:
 		if len(m.Addresses) == 0 {
@@ -163,17 +171,33 @@ func (c *Config) validateMembers(errs *Errors) {
 			errs.add("members.addresses", strings.Join(m.Addresses, ","), "only used with members.source static")
 		}
 		requireAbsPath(errs, "members.file", m.File)
-	case SourceEtcdResource:
+	case SourceEtcdResource, SourceCluster:
 		if len(m.Addresses) > 0 {
 			errs.add("members.addresses", strings.Join(m.Addresses, ","), "only used with members.source static")
 		}
 		if m.File != "" {
-			errs.add("members.file", m.File, "only used with members.source file (etcd-resource keeps its list in agent.stateDir)")
+			errs.add("members.file", m.File, "only used with members.source file (%s keeps its list in agent.stateDir)", m.Source)
+		}
+		if m.Source == SourceCluster {
+			c.validateSeeds(errs)
 		}
 	case "":
-		errs.add("members.source", nil, "required: static, file or etcd-resource")
+		errs.add("members.source", nil, "required: %s", sourceNames)
 	default:
-		errs.add("members.source", m.Source, "must be static, file or etcd-resource")
+		errs.add("members.source", m.Source, "must be %s", sourceNames)
+	}
+}
+
+// validateSeeds checks members.seeds: member IPs, each once. They are
+// not a member list (no replicas rule): only where to read one.
+func (c *Config) validateSeeds(errs *Errors) {
+	seen := map[netip.Addr]bool{}
+	for i, s := range c.Members.Seeds {
+		ip, ok := checkAddress(errs, AddressEntry{Where: fmt.Sprintf("members.seeds[%d]", i), Text: s})
+		if ok && seen[ip] {
+			errs.add(fmt.Sprintf("members.seeds[%d]", i), s, "listed twice")
+		}
+		seen[ip] = true
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/certs"
+	"github.com/etcdlet/etcdlet/daemon/clusterlist"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
@@ -76,6 +77,7 @@ type Agent struct {
 	certs       *certs.Watch             // the certificate expiry metric
 	restarts    *memberrestart.Requests  // member restarts after a renewal, which the loop carries out
 	autoRenew   *memberrestart.AutoRenew // nil unless certificates.autoRenew
+	listKeeper  *clusterlist.Keeper      // nil unless members.source cluster
 	notifier    *systemd.Notifier
 	health      healthState
 }
@@ -156,6 +158,9 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 			return a.tasks.Run(ctx, task.Request{Type: memberrestart.TaskType, Source: "certificates.autoRenew"})
 		}
 	}
+	if cfg.Members.Source == config.SourceCluster {
+		a.listKeeper = a.newListKeeper(st.ClusterID)
+	}
 	if cfg.Pacemaker.Enabled {
 		plog := log.With("component", "pacemaker")
 		collector, err := pacemaker.NewCollector(cfg.Pacemaker, plog)
@@ -219,6 +224,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	wg.Go(func() { a.certs.Run(loopCtx) })
 	if a.autoRenew != nil {
 		wg.Go(func() { a.autoRenew.Run(loopCtx, autoRenewInterval(a.cfg.Agent.ReconcileInterval)) })
+	}
+	if a.listKeeper != nil {
+		wg.Go(func() { a.listKeeper.Run(loopCtx) })
 	}
 	if a.guard != nil {
 		wg.Go(func() {

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/netip"
@@ -13,6 +14,7 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/memberlist"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/node"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
@@ -169,6 +171,10 @@ func newConfigList(cfg *config.Config, applied []netip.Addr) *configList {
 }
 
 func (l *configList) Refresh() bool {
+	if rules := l.cfg.ListRules(); memberlist.NoCopyYet(rules) {
+		l.err = errors.New(memberlist.NoCopyReason(rules))
+		return false
+	}
 	addrs, errs := l.cfg.DesiredMembers()
 	if len(errs) > 0 {
 		l.err = errs

@@ -125,10 +125,12 @@ func immutableChanges(old, next *config.Config) []string {
 			out = append(out, path)
 		}
 	}
-	if (old.Members.Source == config.SourceEtcdResource) != (next.Members.Source == config.SourceEtcdResource) {
-		// The watch of the Etcd resource that keeps that list starts with
-		// the agent.
-		out = append(out, "members.source (to or from etcd-resource)")
+	// The keepers of these lists (the watch of the Etcd resource, of the
+	// cluster's list) start with the agent.
+	for _, kept := range []string{config.SourceEtcdResource, config.SourceCluster} {
+		if (old.Members.Source == kept) != (next.Members.Source == kept) {
+			out = append(out, "members.source (to or from "+kept+")")
+		}
 	}
 	return out
 }

@@ -48,6 +48,9 @@ func TestImmutableChangesNamesFields(t *testing.T) {
 		{"list source to the Etcd resource", func(c *config.Config) {
 			c.Members.Source, c.Members.Addresses = config.SourceEtcdResource, nil
 		}, []string{"members.source (to or from etcd-resource)"}},
+		{"list source to the cluster, seeds with it", func(c *config.Config) {
+			c.Members.Source, c.Members.Addresses, c.Members.Seeds = config.SourceCluster, nil, []string{"192.0.2.1"}
+		}, []string{"members.source (to or from cluster)"}},
 		{"protection switched off", func(c *config.Config) { c.Protection.Enabled = &off }, []string{"protection.enabled"}},
 	}
 	for _, tt := range tests {

@@ -7,14 +7,18 @@ import (
 	"context"
 	"log/slog"
 	"net/netip"
+	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/clusterlist"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/kube"
+	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
@@ -43,6 +47,36 @@ func newRuntime(cfg *config.Config, log *slog.Logger, m *metrics.Metrics, events
 		},
 	})
 	return staticpod.New(cfg.StaticPod, cfg.Agent.StateDir, guard, log), guard
+}
+
+// newListKeeper follows the list kept in the cluster (members.source
+// cluster). It reads through the listed members, this node's own member
+// and the seeds, and from the cluster this node belongs to: the one its
+// last pass saw it pinned to, or before the first pass the one its state
+// names (pinnedAtStart, hex).
+func (a *Agent) newListKeeper(pinnedAtStart string) *clusterlist.Keeper {
+	startPinned, _ := strconv.ParseUint(pinnedAtStart, 16, 64)
+	scheme := identity.SchemeFrom(a.cfg)
+	return &clusterlist.Keeper{
+		Rules: a.source.Rules,
+		Dial:  a.pool.NewMulti,
+		Endpoints: func() []string {
+			last := a.node.Last()
+			extra := clusterlist.SeedURLs(scheme, a.source.Rules().Members.Seeds)
+			if last.Self.ClientURL != "" {
+				extra = append(extra, last.Self.ClientURL)
+			}
+			return membership.Endpoints(last.Desired, nil, extra...)
+		},
+		Pinned: func() uint64 {
+			if p := a.node.Last().Pinned; p != 0 {
+				return p
+			}
+			return startPinned
+		},
+		CallTimeout: a.cfg.Agent.CallTimeout, Retry: a.cfg.Agent.ReconcileInterval,
+		Log: a.log.With("component", "member-list"),
+	}
 }
 
 // peers reaches the other agents' peer endpoints; Wake never blocks the

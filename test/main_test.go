@@ -104,6 +104,7 @@ const (
 	netNeverBootstrap
 	netRebootstrap
 	netCertsAutoRenew
+	netClusterList
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

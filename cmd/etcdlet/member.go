@@ -36,7 +36,8 @@ func newMemberCommand() *cobra.Command {
 		Short: "List etcd members, and remove, evict or hand leadership over without costing quorum",
 		Long: `Operator commands on the etcd cluster's membership, next to the agents that
 keep it equal to the member list. To add or remove a node for good, edit
-the member list: the agents do the rest (/usr/share/doc/etcdlet/operations.md). These
+the member list (with members.source cluster: etcdlet members add|remove):
+the agents do the rest (/usr/share/doc/etcdlet/operations.md). These
 commands are for what the list cannot say: a member that must go now, a
 stuck learner, leadership on a chosen node.`,
 	}

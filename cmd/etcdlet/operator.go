@@ -1,8 +1,11 @@
 package main
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -11,9 +14,12 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/clusterlist"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/memberlist"
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
@@ -78,6 +84,11 @@ exists.`,
 				return err
 			}
 			defer inspector.Close()
+			if approve && cfg.Members.Source == config.SourceCluster {
+				if err := firstClusterList(cmd.Context(), cfg, inspector.Pool()); err != nil {
+					return err
+				}
+			}
 			snap := inspector.Look(cmd.Context())
 			switch {
 			case !snap.ListOK:
@@ -116,6 +127,35 @@ exists.`,
 	addConfigFlag(cmd, &path)
 	cmd.Flags().BoolVar(&approve, "approve", false, "found a new one-member cluster on this node, which the other listed nodes join; listed nodes that do not answer do not hold it back")
 	return cmd
+}
+
+// firstClusterList gives the host that founds a cluster whose list is
+// kept in the cluster (members.source cluster) its first list, a list of
+// itself, as its agent's copy: there is no cluster to read one from yet.
+// Its agent publishes it to the cluster it founds. Refused when a cluster
+// answers at members.seeds: this host joins that one instead.
+func firstClusterList(ctx context.Context, cfg *config.Config, pool *etcdclient.Pool) error {
+	rules := cfg.ListRules()
+	if !memberlist.NoCopyYet(rules) {
+		return nil
+	}
+	self, err := netip.ParseAddr(cfg.Node.Address)
+	if err != nil {
+		return errors.New("not approved: with members.source cluster the host that founds the cluster needs node.address: its first member list is itself")
+	}
+	if seeds := clusterlist.SeedURLs(identity.SchemeFrom(cfg), cfg.Members.Seeds); len(seeds) > 0 {
+		cli, err := pool.NewMulti(seeds)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = cli.Close() }()
+		if id, answering, err := clusterlist.Choose(ctx, cli, seeds, 0, cfg.Agent.CallTimeout); err == nil {
+			return fmt.Errorf("not approved: cluster %x answers at members.seeds (%s): this host joins it; run 'etcdlet members add %s' on one of its members", id, strings.Join(answering, " "), self)
+		}
+	}
+	_, err = memberlist.KeepCopy(rules.MembersFile(), "# The first member list, of the host that founds the cluster (etcdlet bootstrap\n"+
+		"# --approve); its agent stores it in the cluster once it runs. Do not edit.\n", []string{self.String()})
+	return err
 }
 
 // modeSays is what cluster.bootstrap means, for the command's first line.

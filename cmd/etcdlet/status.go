@@ -130,6 +130,9 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 			report.Reporting = []kube.TargetState{{Target: "the agent's saved reporting state", LastError: err.Error()}}
 		}
 		if report.Converged || !time.Now().Before(deadline) {
+			if cfg.Members.Source == config.SourceCluster {
+				report.ClusterList = clusterListLine(ctx, cfg, inspector)
+			}
 			return report, nil
 		}
 		select {

@@ -32,3 +32,10 @@ func TaskLockKey(cluster string) string { return AgentKeyPrefix + cluster + "/ta
 // ScheduleKey records when the scheduled task of type typ last
 // succeeded in cluster.name cluster.
 func ScheduleKey(cluster, typ string) string { return AgentKeyPrefix + cluster + "/tasks/last/" + typ }
+
+// MemberListKey holds the member list of a cluster whose list is kept in
+// the cluster itself (members.source cluster). Like the Board it derives
+// from the cluster's ID: a host configured with another cluster.name
+// that reaches this cluster reads and edits the same list, and a restored
+// cluster (a new ID) starts with none.
+func MemberListKey(clusterID uint64) string { return ClusterKeys(clusterID) + "member-list" }

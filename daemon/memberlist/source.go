@@ -168,8 +168,8 @@ func (s *Source) refresh(notify bool) bool {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
 	rules := s.Rules()
-	if noCopyYet(rules) {
-		s.waitForEtcdResource(rules)
+	if NoCopyYet(rules) {
+		s.waitForCopy(rules)
 		return false
 	}
 	addrs, errs := rules.DesiredMembers() // never blocks: see config.ReadMembersFile
@@ -210,36 +210,44 @@ func (s *Source) reloaded(rules config.ListRules, rejected error) {
 	}
 }
 
-// noCopy is the key of a read that found no copy of the Etcd resource's
-// list (never a fingerprint: those are sha256 sums).
-const noCopy = "no copy of the Etcd resource's list"
+// noCopy is the key of a read that found no copy of a kept list (never
+// a fingerprint: those are sha256 sums).
+const noCopy = "no copy of the kept list"
 
-// noCopyYet tells whether, with members.source etcd-resource, the agent's
-// copy of the Etcd's list does not exist. The keeper writes it at the
-// first good read of the resource, so until then there is no list yet:
-// that is a wait, not a list to refuse. A list the resource holds that
-// breaks the rules is refused, and reported, by the keeper, and is never
-// written; a copy that is there but unreadable or bad is refused here.
-func noCopyYet(rules config.ListRules) bool {
-	if rules.Members.Source != config.SourceEtcdResource {
+// NoCopyYet tells whether, with a list the agent keeps a copy of
+// (members.source etcd-resource or cluster), the copy does not exist. Its
+// keeper writes it at the first good read, so until then there is no
+// list yet: that is a wait, not a list to refuse. A list that breaks the
+// rules is refused, and reported, by the keeper, and is never written; a
+// copy that is there but unreadable or bad is refused here.
+func NoCopyYet(rules config.ListRules) bool {
+	if rules.Members.Source != config.SourceEtcdResource && rules.Members.Source != config.SourceCluster {
 		return false
 	}
-	_, err := os.Lstat(rules.EtcdResourceMembers())
+	_, err := os.Lstat(rules.MembersFile())
 	return errors.Is(err, fs.ErrNotExist)
 }
 
-// waitForEtcdResource records that there is no list from the Etcd
-// resource yet: the list in force (one restored from before a restart, or
-// none) stays, and nothing is rejected.
-func (s *Source) waitForEtcdResource(rules config.ListRules) {
+// waitForCopy records that the keeper has no list yet: the list in force
+// (one restored from before a restart, or none) stays, and nothing is
+// rejected.
+func (s *Source) waitForCopy(rules config.ListRules) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.lastSeen == noCopy {
 		return
 	}
 	s.lastSeen, s.lastErr = noCopy, nil
-	s.log.Info("no member list from the Etcd resource yet; waiting for its first good read",
-		"file", rules.MembersFile(), "inForce", identity.AddrStrings(s.current))
+	s.log.Info(NoCopyReason(rules), "file", rules.MembersFile(), "inForce", identity.AddrStrings(s.current))
+}
+
+// NoCopyReason says that there is no kept list yet, and where it comes
+// from.
+func NoCopyReason(rules config.ListRules) string {
+	if rules.Members.Source == config.SourceCluster {
+		return "no member list read from the cluster yet: it is read from the listed members and members.seeds; a host that is not listed joins once 'etcdlet members add <its IP>' on a member lists it"
+	}
+	return "no member list from the Etcd resource yet; waiting for its first good read"
 }
 
 // Watch re-reads the members file whenever it may have changed, until ctx

@@ -178,22 +178,22 @@ func TestFallbackListIsInForceUntilAGoodRead(t *testing.T) {
 	}
 }
 
-// etcdResourceConfig takes the list from the Etcd resource: the source
-// reads the agent's copy of it in stateDir.
-func etcdResourceConfig(stateDir string, replicas int) config.ListRules {
+// keptConfig takes the list from a source the agent keeps a copy of in
+// stateDir (the Etcd resource, the cluster).
+func keptConfig(source, stateDir string, replicas int) config.ListRules {
 	cfg := fileNode("", replicas)
-	cfg.Members = config.Members{Source: config.SourceEtcdResource}
+	cfg.Members = config.Members{Source: source}
 	cfg.Agent.StateDir = stateDir
 	return cfg.ListRules()
 }
 
-// With the Etcd resource as the source, a copy of its list that does not
-// exist yet is no list yet, not a list to refuse: nothing is rejected (no
-// error, no Event through OnReload), the list in force stays, and the
-// source counts as read. A copy that is there but breaks the rules is
-// refused like any members file, and a members file that is missing still
-// is.
-func TestNoCopyOfTheEtcdResourceListIsNoListYet(t *testing.T) {
+// With the Etcd resource or the cluster as the source, a copy of its list
+// that does not exist yet is no list yet, not a list to refuse: nothing is
+// rejected (no error, no Event through OnReload), the list in force stays,
+// and the source counts as read. A copy that is there but breaks the rules
+// is refused like any members file, and a members file that is missing
+// still is.
+func TestNoCopyOfAKeptListIsNoListYet(t *testing.T) {
 	restored := []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")}
 	tests := []struct {
 		name     string
@@ -208,36 +208,38 @@ func TestNoCopyOfTheEtcdResourceListIsNoListYet(t *testing.T) {
 		{name: "copy read", copy: "192.0.2.4\n192.0.2.5\n192.0.2.6\n", want: "192.0.2.4 192.0.2.5 192.0.2.6 "},
 		{name: "copy that breaks the rules", replicas: 3, copy: "192.0.2.4\n", want: "", rejected: true},
 	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg := etcdResourceConfig(t.TempDir(), tc.replicas)
-			if tc.copy != "" {
-				writeSettled(t, cfg.EtcdResourceMembers(), tc.copy)
-			}
-			s := New(cfg, slog.New(slog.DiscardHandler), tc.restored)
-			var reloads []error
-			s.OnReload = func(source string, err error) {
-				if source != config.SourceEtcdResource {
-					t.Errorf("OnReload names source %q, want %q", source, config.SourceEtcdResource)
+	for _, source := range []string{config.SourceEtcdResource, config.SourceCluster} {
+		for _, tc := range tests {
+			t.Run(source+"/"+tc.name, func(t *testing.T) {
+				cfg := keptConfig(source, t.TempDir(), tc.replicas)
+				if tc.copy != "" {
+					writeSettled(t, cfg.MembersFile(), tc.copy)
 				}
-				reloads = append(reloads, err)
-			}
-			s.Refresh()
-			if got := current(s); got != tc.want {
-				t.Errorf("list in force %q, want %q", got, tc.want)
-			}
-			if !s.Read() {
-				t.Error("the source does not count as read")
-			}
-			switch {
-			case tc.rejected && (s.Err() == nil || len(reloads) != 1 || reloads[0] == nil):
-				t.Errorf("a bad copy: error %v, reloads %v; want it rejected once", s.Err(), reloads)
-			case !tc.rejected && (s.Err() != nil || slices.ContainsFunc(reloads, func(err error) bool { return err != nil })):
-				t.Errorf("error %v, reloads %v; want nothing rejected", s.Err(), reloads)
-			case tc.copy == "" && len(reloads) > 0:
-				t.Errorf("reloads %v without a list read; want none", reloads)
-			}
-		})
+				s := New(cfg, slog.New(slog.DiscardHandler), tc.restored)
+				var reloads []error
+				s.OnReload = func(got string, err error) {
+					if got != source {
+						t.Errorf("OnReload names source %q, want %q", got, source)
+					}
+					reloads = append(reloads, err)
+				}
+				s.Refresh()
+				if got := current(s); got != tc.want {
+					t.Errorf("list in force %q, want %q", got, tc.want)
+				}
+				if !s.Read() {
+					t.Error("the source does not count as read")
+				}
+				switch {
+				case tc.rejected && (s.Err() == nil || len(reloads) != 1 || reloads[0] == nil):
+					t.Errorf("a bad copy: error %v, reloads %v; want it rejected once", s.Err(), reloads)
+				case !tc.rejected && (s.Err() != nil || slices.ContainsFunc(reloads, func(err error) bool { return err != nil })):
+					t.Errorf("error %v, reloads %v; want nothing rejected", s.Err(), reloads)
+				case tc.copy == "" && len(reloads) > 0:
+					t.Errorf("reloads %v without a list read; want none", reloads)
+				}
+			})
+		}
 	}
 
 	t.Run("missing members file", func(t *testing.T) {

@@ -53,6 +53,10 @@ type Report struct {
 	// the agent runs (daemon.ConfigDrift); the report is computed from
 	// the file. Empty when they are the same.
 	Configuration string `json:"configuration,omitempty"`
+	// ClusterList says how the member list kept in the cluster stands
+	// (members.source cluster): its revision and last change, and whether
+	// this node's copy holds it.
+	ClusterList string `json:"clusterList,omitempty"`
 	// Snapshots says where this node's snapshots go (tasks.Whereabouts).
 	Snapshots string `json:"snapshots,omitempty"`
 	// Certificates says how the certificates the configuration names
@@ -340,6 +344,9 @@ func WriteTable(w io.Writer, r Report) error {
 			line += ": " + l.Reason
 		}
 		fmt.Fprintln(w, line)
+	}
+	if r.ClusterList != "" {
+		fmt.Fprintf(w, "member list: %s\n", r.ClusterList)
 	}
 	if r.Snapshots != "" {
 		fmt.Fprintf(w, "snapshots: %s\n", r.Snapshots)

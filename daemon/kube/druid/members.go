@@ -1,12 +1,8 @@
 package druid
 
 import (
-	"bytes"
-	"errors"
 	"fmt"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 
@@ -16,7 +12,7 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/kube"
-	"github.com/etcdlet/etcdlet/internal/atomicfile"
+	"github.com/etcdlet/etcdlet/daemon/memberlist"
 )
 
 // AddressKeeper is the members.source etcd-resource: it checks the Etcd's
@@ -108,23 +104,15 @@ func (k *AddressKeeper) check(rules config.ListRules, e *druidv1alpha1.Etcd) ([]
 // keep writes the copy at path when its addresses differ from list. The
 // header says where the list came from; the member list source ignores it.
 func (k *AddressKeeper) keep(path string, e *druidv1alpha1.Etcd, list []string) error {
-	old, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("read %s: %w", path, err)
-	}
-	body := strings.Join(list, "\n") + "\n"
-	if bytes.HasSuffix(old, []byte("\n"+body)) {
-		return nil
-	}
-	content := fmt.Sprintf("# The member list of Etcd %s/%s (spec.externallyManagedMemberAddresses),\n"+
+	header := fmt.Sprintf("# The member list of Etcd %s/%s (spec.externallyManagedMemberAddresses),\n"+
 		"# resourceVersion %s, kept by etcdlet for when the API server is away. Do not edit:\n"+
-		"# edit the Etcd resource.\n%s", e.Namespace, e.Name, e.ResourceVersion, body)
-	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		"# edit the Etcd resource.\n", e.Namespace, e.Name, e.ResourceVersion)
+	wrote, err := memberlist.KeepCopy(path, header, list)
+	if err != nil {
 		return fmt.Errorf("keep the Etcd's member list: %w", err)
 	}
-	if err := atomicfile.Write(path, []byte(content), 0o600); err != nil {
-		return fmt.Errorf("keep the Etcd's member list: %w", err)
+	if wrote {
+		k.Log.Info("member list of the Etcd resource kept", "etcd", e.Namespace+"/"+e.Name, "resourceVersion", e.ResourceVersion, "members", list)
 	}
-	k.Log.Info("member list of the Etcd resource kept", "etcd", e.Namespace+"/"+e.Name, "resourceVersion", e.ResourceVersion, "members", list)
 	return nil
 }
