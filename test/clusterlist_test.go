@@ -98,6 +98,9 @@ func TestMembersKeptInTheCluster(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "last change: remove "+c.IP(2)+", by ") || !strings.Contains(out, "in flight: nothing") {
 		t.Errorf("members show at the end: exit %d\n%s%s", code, out, stderr)
 	}
+	if out, _, code := etcdlet(t, "validate", "--config", c.ConfigPath(2)); code != 0 || !strings.Contains(out, "2 listed members in this node's copy of the cluster's list") {
+		t.Errorf("validate on the removed host: exit %d\n%s", code, out)
+	}
 	out, stderr, code = etcdlet(t, "status", "--config", c.ConfigPath(3), "--wait", "30s")
 	if code != 0 || !strings.Contains(out, "member list: kept in cluster ") || !strings.Contains(out, "(last change: remove "+c.IP(2)+", by ") ||
 		!strings.Contains(out, "; this node's copy holds it\n") {

@@ -208,6 +208,11 @@ func TestUnitOnSystemdHosts(t *testing.T) {
 // TLS from `etcdlet certs issue`, the embedded runtime, and the data dir
 // dataDir ("": the default).
 func unitTestConfig(ip, dataDir string) string {
+	return unitTestConfigWith(ip, dataDir, "members:\n  source: file\n  file: /etc/etcdlet/members\n")
+}
+
+// unitTestConfigWith is unitTestConfig with another members section.
+func unitTestConfigWith(ip, dataDir, members string) string {
 	pki := func(name string) string {
 		return fmt.Sprintf("certFile: /etc/kubernetes/pki/etcd/%[1]s.crt, keyFile: /etc/kubernetes/pki/etcd/%[1]s.key, caFile: /etc/kubernetes/pki/etcd/ca.crt", name)
 	}
@@ -215,7 +220,7 @@ func unitTestConfig(ip, dataDir string) string {
 	if dataDir != "" {
 		etcd += "  dataDir: " + dataDir + "\n"
 	}
-	return "cluster:\n  name: etcd-main\nmembers:\n  source: file\n  file: /etc/etcdlet/members\nnode:\n  address: " + ip + "\n" + etcd +
+	return "cluster:\n  name: etcd-main\n" + members + "node:\n  address: " + ip + "\n" + etcd +
 		"  tls:\n    client: {" + pki("server") + "}\n    peer: {" + pki("peer") + "}\n" +
 		"agent:\n  etcdClientTLS: {" + pki("healthcheck-client") + "}\n"
 }

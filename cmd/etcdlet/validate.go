@@ -11,6 +11,7 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/etcdflags"
 	"github.com/etcdlet/etcdlet/daemon/kube"
+	"github.com/etcdlet/etcdlet/daemon/memberlist"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 )
 
@@ -61,7 +62,7 @@ host prepared before it is listed: set node.address).`,
 				return &exitError{code: 1, silent: true, err: problems}
 			}
 			addrs, _ := cfg.DesiredMembers()
-			fmt.Fprintf(out, "%s: valid; cluster %s, %d listed members, runtime %s\n", path, cfg.Cluster.Name, len(addrs), cfg.Etcd.Runtime)
+			fmt.Fprintf(out, "%s: valid; cluster %s, %s, runtime %s\n", path, cfg.Cluster.Name, listedSays(cfg, len(addrs)), cfg.Etcd.Runtime)
 			for _, w := range cfg.SecurityWarnings() {
 				fmt.Fprintf(out, "INSECURE: %s\n", w)
 			}
@@ -75,6 +76,19 @@ host prepared before it is listed: set node.address).`,
 	}
 	addConfigFlag(cmd, &path)
 	return cmd
+}
+
+// listedSays counts the listed members, and for a list the agent keeps a
+// copy of, says where the copy is from.
+func listedSays(cfg *config.Config, n int) string {
+	from := map[string]string{config.SourceCluster: "the cluster's", config.SourceEtcdResource: "the Etcd resource's"}[cfg.Members.Source]
+	switch {
+	case from == "":
+		return fmt.Sprintf("%d listed members", n)
+	case memberlist.NoCopyYet(cfg.ListRules()):
+		return "no copy of " + from + " member list yet"
+	}
+	return fmt.Sprintf("%d listed members in this node's copy of %s list", n, from)
 }
 
 // validateFile returns every problem of a configuration file and of the

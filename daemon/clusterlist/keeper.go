@@ -73,7 +73,7 @@ func (k *Keeper) setErr(err error) {
 		k.logged = ""
 	case err.Error() != k.logged:
 		k.logged = err.Error()
-		k.Log.Warn("member list from the cluster not in force; the last good list stays", "error", err)
+		k.Log.Warn("cannot follow the member list kept in the cluster; the last good list stays in force", "error", err)
 	}
 }
 
@@ -84,7 +84,14 @@ func (k *Keeper) Run(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
-		k.setErr(err)
+		var ended watchEnded
+		if errors.As(err, &ended) {
+			// The list read last is still the cluster's as far as anyone
+			// knows (a member restarted, an election): read it again.
+			k.Log.Debug("the watch of the member list ended; reading it again", "error", err)
+		} else {
+			k.setErr(err)
+		}
 		select {
 		case <-ctx.Done():
 			return
@@ -171,10 +178,11 @@ func describe(byCluster map[uint64][]string) string {
 	return strings.Join(parts, "; ")
 }
 
-// read reads the stored list (linearizably). With no list stored yet, a
-// node of the cluster that holds a copy publishes it (the founder's first
-// list, written by etcdlet bootstrap --approve); any other finds
-// ErrNoList.
+// read reads the stored list (linearizably). With no list stored, a node
+// of the cluster that holds a good copy stores it, create-only (the
+// founder's first list, written by etcdlet bootstrap --approve; the list
+// in force when the cluster was restored under a new ID, or when someone
+// deleted it); any other finds ErrNoList.
 func (k *Keeper) read(ctx context.Context, cli *clientv3.Client, clusterID uint64) (Stored, error) {
 	stored, found, err := Read(ctx, cli, clusterID, k.CallTimeout)
 	if err != nil || found {
@@ -207,15 +215,18 @@ func (k *Keeper) watch(ctx context.Context, cli *clientv3.Client, clusterID uint
 	key := etcdclient.MemberListKey(clusterID)
 	for resp := range cli.Watch(clientv3.WithRequireLeader(ctx), key, clientv3.WithRev(after+1)) {
 		if err := resp.Err(); err != nil {
-			return fmt.Errorf("watch %s: %w", key, err)
+			return watchEnded{fmt.Errorf("watch %s: %w", key, err)}
 		}
 		if resp.Header.ClusterId != clusterID {
 			return fmt.Errorf("watch %s: the endpoints answer for cluster %x, not %x", key, resp.Header.ClusterId, clusterID)
 		}
 		for _, ev := range resp.Events {
 			if ev.Type == clientv3.EventTypeDelete {
-				k.setErr(fmt.Errorf("the member list %s was deleted at revision %d: the last good list stays in force; run 'etcdlet members set <IP>...' to store one", key, ev.Kv.ModRevision))
-				continue
+				// Read again: a node of the cluster stores its copy again,
+				// any other waits for a list (an empty one never removes
+				// members).
+				k.Log.Warn("the member list kept in the cluster was deleted; the last good list stays in force", "key", key, "revision", ev.Kv.ModRevision)
+				return watchEnded{fmt.Errorf("the member list %s was deleted at revision %d", key, ev.Kv.ModRevision)}
 			}
 			rec, err := Decode(ev.Kv.Value)
 			if err == nil {
@@ -224,8 +235,14 @@ func (k *Keeper) watch(ctx context.Context, cli *clientv3.Client, clusterID uint
 			k.setErr(err)
 		}
 	}
-	return fmt.Errorf("watch %s ended", key)
+	return watchEnded{fmt.Errorf("watch %s ended", key)}
 }
+
+// watchEnded is a watch that ended without saying anything about the
+// list (no leader, a member gone): it is read again.
+type watchEnded struct{ error }
+
+func (w watchEnded) Unwrap() error { return w.error }
 
 // take checks a stored list and writes it to the copy when its addresses
 // differ from the copy's.

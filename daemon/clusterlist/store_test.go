@@ -232,7 +232,7 @@ func TestKeeperFollowsTheList(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually.Nil(t, 10*time.Second, "a deleted list is reported", func() error {
-		if err := k.Err(); err == nil || !strings.Contains(err.Error(), "was deleted") {
+		if err := k.Err(); !errors.Is(err, ErrNoList) {
 			return fmt.Errorf("Err() = %v", err)
 		}
 		return nil
@@ -241,8 +241,8 @@ func TestKeeperFollowsTheList(t *testing.T) {
 }
 
 // A node of the cluster that holds a copy (the founder's first list)
-// publishes it when no list is stored; a node pinned to another cluster
-// reads nothing from this one.
+// stores it when no list is stored, also after the list was deleted; a
+// node pinned to another cluster reads nothing from this one.
 func TestKeeperPublishesTheFirstListAndReadsOnlyItsCluster(t *testing.T) {
 	pool, cli, eps, clusterID := realCluster(t)
 	ctx := t.Context()
@@ -261,13 +261,21 @@ func TestKeeperPublishesTheFirstListAndReadsOnlyItsCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	runKeeper(t, pool, eps, clusterID, rules)
-	eventually.Nil(t, 10*time.Second, "the copy is published", func() error {
-		s, found, err := Read(ctx, cli, clusterID, callTimeout)
-		if err != nil || !found || strings.Join(s.Addresses, " ") != "127.0.0.1" {
-			return fmt.Errorf("stored %+v, %v, %v", s, found, err)
-		}
-		return nil
-	})
+	stored := func(what string) {
+		t.Helper()
+		eventually.Nil(t, 10*time.Second, what, func() error {
+			s, found, err := Read(ctx, cli, clusterID, callTimeout)
+			if err != nil || !found || strings.Join(s.Addresses, " ") != "127.0.0.1" {
+				return fmt.Errorf("stored %+v, %v, %v", s, found, err)
+			}
+			return nil
+		})
+	}
+	stored("the copy is stored")
+	if _, err := cli.Delete(ctx, etcdclient.MemberListKey(clusterID)); err != nil {
+		t.Fatal(err)
+	}
+	stored("the copy is stored again after the list was deleted")
 	if _, err := os.Stat(filepath.Join(foreign.StateDir, config.ClusterMembersFile)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("the keeper pinned to another cluster wrote a copy: %v", err)
 	}
