@@ -76,52 +76,19 @@ type sdHost struct {
 // directory inside that bind mount; systemd-analyze scores the unit.
 func TestUnitOnSystemdHosts(t *testing.T) {
 	t.Parallel()
-	if os.Geteuid() != 0 {
-		t.Fatal("this test boots Debian hosts with systemd-nspawn and needs root: run `sudo make test`")
-	}
-	requireTools(t, map[string]string{"systemd-nspawn": "systemd-container", "nsenter": "util-linux", "tar": "tar", "ip": "iproute2"})
-	tarball := debianRoot(t)
-	deb := sharedPackages(t).deb(runtime.GOARCH)
-	begin := time.Now() // after the package build, which the tests share
-	ca, err := harness.GenerateTLS(t.TempDir(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ns := harness.BridgedHosts(t, "unit", 3, func(n int) string { return unitHostAddr(n) + "/24" })
-
-	hosts := make([]*sdHost, 3)
-	forUnitHosts(t, len(hosts), func(n int) {
-		h := &sdHost{nspawnHost: newNspawnHost(t, tarball), n: n, ip: unitHostAddr(n)}
-		copyFile(t, deb, h.file("/root/etcdlet.deb"))
-		h.write("/etc/kubernetes/pki/etcd/ca.crt", readLocal(t, ca.CA), 0o644)
-		h.write("/etc/kubernetes/pki/etcd/ca.key", readLocal(t, ca.CAKey), 0o600)
-		switch n {
+	hosts, begin := bootUnitHosts(t, "unit", 3, unitHostAddr, func(h *sdHost) {
+		switch h.n {
 		case 1:
 			h.write("/etc/systemd/system/kubelet.service", "[Unit]\nDescription=kubelet stand-in\n[Service]\nExecStart=/bin/sleep infinity\n", 0o644)
 		case 2:
 			h.write("/etc/systemd/system/etcdlet.service.d/50-test-watchdog.conf", "[Service]\nWatchdogSec="+unitTestWatchdog+"\n", 0o644)
 		}
-		h.boot(ns(n))
-		h.must("dpkg", "-i", "/root/etcdlet.deb")
-		h.must("etcdlet", "certs", "issue", "--address", h.ip)
-		h.write(packagedConfig, unitTestConfig(h.ip, ""), 0o600)
-		hosts[n-1] = h
-	})
+	}, func(h *sdHost) { h.write(packagedConfig, unitTestConfig(h.ip, ""), 0o600) })
 	h1, h2, h3 := hosts[0], hosts[1], hosts[2]
-	// Stop the agents together before the hosts power off one by one: the
-	// last member standing, without quorum, takes about 15 s to stop.
-	t.Cleanup(func() {
-		var wg sync.WaitGroup
-		for _, h := range hosts {
-			wg.Go(func() { _, _ = h.exec("systemctl", "stop", "etcdlet.service") })
-		}
-		wg.Wait()
-	})
 	setUnitHostsList(t, hosts, 1, 2, 3)
 	for _, h := range hosts {
 		h.must("etcdlet", "validate")
 	}
-	t.Logf("3 hosts booted, etcdlet installed and configured in %s", time.Since(begin).Round(time.Second))
 
 	// Host 1: no list yet, no manifest dir, no /var/lib/etcd.
 	if err := os.Remove(h1.file("/etc/etcdlet/members")); err != nil {
@@ -202,6 +169,52 @@ func TestUnitOnSystemdHosts(t *testing.T) {
 		t.Errorf("systemd-analyze security scores etcdlet.service %.1f %s, more than %.1f: the sandbox was weakened", score, level, unitMaxExposure)
 	}
 	t.Logf("the test took %s after the package build", time.Since(begin).Round(time.Second))
+}
+
+// bootUnitHosts boots count Debian hosts under systemd, each in a network
+// namespace of its own on one bridge (tag names them) with address
+// addr(n), the package installed and certificates issued from one etcd
+// CA: prepare(h) runs before the boot, configure(h) after the install,
+// for each host at once. The agents stop together before the hosts power
+// off one by one: the last member standing, without quorum, takes about
+// 15 s to stop. begin is when the set-up began after the package build,
+// which the tests share.
+func bootUnitHosts(t *testing.T, tag string, count int, addr func(n int) string, prepare, configure func(h *sdHost)) (hosts []*sdHost, begin time.Time) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Fatal("this test boots Debian hosts with systemd-nspawn and needs root: run `sudo make test`")
+	}
+	requireTools(t, map[string]string{"systemd-nspawn": "systemd-container", "nsenter": "util-linux", "tar": "tar", "ip": "iproute2"})
+	tarball := debianRoot(t)
+	deb := sharedPackages(t).deb(runtime.GOARCH)
+	begin = time.Now()
+	ca, err := harness.GenerateTLS(t.TempDir(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ns := harness.BridgedHosts(t, tag, count, func(n int) string { return addr(n) + "/24" })
+	hosts = make([]*sdHost, count)
+	forUnitHosts(t, len(hosts), func(n int) {
+		h := &sdHost{nspawnHost: newNspawnHost(t, tarball), n: n, ip: addr(n)}
+		copyFile(t, deb, h.file("/root/etcdlet.deb"))
+		h.write("/etc/kubernetes/pki/etcd/ca.crt", readLocal(t, ca.CA), 0o644)
+		h.write("/etc/kubernetes/pki/etcd/ca.key", readLocal(t, ca.CAKey), 0o600)
+		prepare(h)
+		h.boot(ns(n))
+		h.must("dpkg", "-i", "/root/etcdlet.deb")
+		h.must("etcdlet", "certs", "issue", "--address", h.ip)
+		configure(h)
+		hosts[n-1] = h
+	})
+	t.Cleanup(func() {
+		var wg sync.WaitGroup
+		for _, h := range hosts {
+			wg.Go(func() { _, _ = h.exec("systemctl", "stop", "etcdlet.service") })
+		}
+		wg.Wait()
+	})
+	t.Logf("%d hosts booted, etcdlet installed and configured in %s", count, time.Since(begin).Round(time.Second))
+	return hosts, begin
 }
 
 // unitTestConfig is a host's configuration: the member list in a file,

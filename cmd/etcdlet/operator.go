@@ -19,7 +19,6 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
-	"github.com/etcdlet/etcdlet/daemon/memberlist"
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
@@ -130,32 +129,18 @@ exists.`,
 }
 
 // firstClusterList gives the host that founds a cluster whose list is
-// kept in the cluster (members.source cluster) its first list, a list of
-// itself, as its agent's copy: there is no cluster to read one from yet.
-// Its agent publishes it to the cluster it founds. Refused when a cluster
-// answers at members.seeds: this host joins that one instead.
+// kept in the cluster (members.source cluster) its first list
+// (clusterlist.FirstList).
 func firstClusterList(ctx context.Context, cfg *config.Config, pool *etcdclient.Pool) error {
-	rules := cfg.ListRules()
-	if !memberlist.NoCopyYet(rules) {
-		return nil
-	}
 	self, err := netip.ParseAddr(cfg.Node.Address)
 	if err != nil {
 		return errors.New("not approved: with members.source cluster the host that founds the cluster needs node.address: its first member list is itself")
 	}
-	if seeds := clusterlist.SeedURLs(identity.SchemeFrom(cfg), cfg.Members.Seeds); len(seeds) > 0 {
-		cli, err := pool.NewMulti(seeds)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = cli.Close() }()
-		if id, answering, err := clusterlist.Choose(ctx, cli, seeds, 0, cfg.Agent.CallTimeout); err == nil {
-			return fmt.Errorf("not approved: cluster %x answers at members.seeds (%s): this host joins it; run 'etcdlet members add %s' on one of its members", id, strings.Join(answering, " "), self)
-		}
+	seeds := clusterlist.SeedURLs(identity.SchemeFrom(cfg), cfg.Members.Seeds)
+	if err := clusterlist.FirstList(ctx, cfg.ListRules(), self, seeds, pool.NewMulti, cfg.Agent.CallTimeout); err != nil {
+		return fmt.Errorf("not approved: %w", err)
 	}
-	_, err = memberlist.KeepCopy(rules.MembersFile(), "# The first member list, of the host that founds the cluster (etcdlet bootstrap\n"+
-		"# --approve); its agent stores it in the cluster once it runs. Do not edit.\n", []string{self.String()})
-	return err
+	return nil
 }
 
 // modeSays is what cluster.bootstrap means, for the command's first line.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"slices"
 	"strings"
@@ -265,4 +266,29 @@ func (k *Keeper) take(clusterID uint64, s Stored) error {
 		k.Log.Info("member list from the cluster kept", "members", list, "revision", s.Revision, "change", s.Change, "by", s.By)
 	}
 	return nil
+}
+
+// FirstList writes the first list of the host that founds a cluster whose
+// list is kept in the cluster, a list of itself, as its agent's copy:
+// there is no cluster to read one from yet, and its agent stores the copy
+// in the cluster it founds (Keeper.read). A copy already there is kept.
+// Refused when a cluster answers at the seeds: this host joins that one.
+func FirstList(ctx context.Context, rules config.ListRules, self netip.Addr, seeds []string,
+	dial func([]string) (*clientv3.Client, error), timeout time.Duration) error {
+	if !memberlist.NoCopyYet(rules) {
+		return nil
+	}
+	if len(seeds) > 0 {
+		cli, err := dial(seeds)
+		if err != nil {
+			return err
+		}
+		defer func() { _ = cli.Close() }()
+		if id, answering, err := Choose(ctx, cli, seeds, 0, timeout); err == nil {
+			return fmt.Errorf("cluster %x answers at members.seeds (%s): this host joins it; run 'etcdlet members add %s' on one of its members", id, strings.Join(answering, " "), self)
+		}
+	}
+	_, err := memberlist.KeepCopy(rules.MembersFile(), "# The first member list, of the host that founds the cluster (etcdlet bootstrap\n"+
+		"# --approve); its agent stores it in the cluster once it runs. Do not edit.\n", []string{self.String()})
+	return err
 }

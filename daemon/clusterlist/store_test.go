@@ -280,3 +280,30 @@ func TestKeeperPublishesTheFirstListAndReadsOnlyItsCluster(t *testing.T) {
 		t.Errorf("the keeper pinned to another cluster wrote a copy: %v", err)
 	}
 }
+
+// The founder's first list is itself; never while a cluster answers at
+// the seeds (that host joins it), and a copy already there stays.
+func TestFirstList(t *testing.T) {
+	pool, _, eps, clusterID := realCluster(t)
+	ctx := t.Context()
+	self := addrs("127.0.0.5")[0]
+
+	rules := clusterRules(t)
+	err := FirstList(ctx, rules, self, eps, pool.NewMulti, callTimeout)
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("cluster %x answers at members.seeds", clusterID)) ||
+		!strings.Contains(err.Error(), "run 'etcdlet members add 127.0.0.5'") {
+		t.Fatalf("with a cluster at the seeds: %v", err)
+	}
+	if got := copyList(t, rules); !strings.Contains(got, "no such file") {
+		t.Errorf("a refused first list wrote a copy: %q", got)
+	}
+	if err := FirstList(ctx, rules, self, []string{"http://127.0.0.1:1"}, pool.NewMulti, callTimeout); err != nil {
+		t.Fatalf("with silent seeds: %v", err)
+	}
+	if got := copyList(t, rules); got != "127.0.0.5" {
+		t.Errorf("the first list is %q, want this host alone", got)
+	}
+	if err := FirstList(ctx, rules, addrs("127.0.0.6")[0], nil, pool.NewMulti, callTimeout); err != nil || copyList(t, rules) != "127.0.0.5" {
+		t.Errorf("a second first list: %v, copy %q; want the copy kept", err, copyList(t, rules))
+	}
+}
