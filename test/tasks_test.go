@@ -389,6 +389,15 @@ func TestRestoreAfterLostQuorum(t *testing.T) {
 	}
 	want := readPrefix(t, cli, "data/")
 	oldCluster := clusterID(t, cli)
+	// A client that watched the lost cluster, as the API server's watch
+	// cache does: after the restore it must get a compaction error (and
+	// list again), never revisions it saw before or none at all.
+	watchCtx, cancelWatch := context.WithCancel(t.Context())
+	defer cancelWatch()
+	watch := cli.Watch(watchCtx, "data/", clientv3.WithPrefix(), clientv3.WithCreatedNotify())
+	if created := <-watch; !created.Created {
+		t.Fatalf("the watch was not created: %+v", created)
+	}
 
 	restoreCmd := func(n int, args ...string) (string, error) {
 		out, err := exec.Command(binary, append([]string{"restore", "--yes", "--config", c.ConfigPath(n)}, args...)...).CombinedOutput()
@@ -401,7 +410,7 @@ func TestRestoreAfterLostQuorum(t *testing.T) {
 	c.Agent(2).Stop()
 	c.Agent(3).Stop()
 	out, err := restoreCmd(1)
-	if err != nil || !strings.Contains(out, "restored") {
+	if err != nil || !strings.Contains(out, "restored") || !strings.Contains(out, "bumped by 1000000000 to ") {
 		t.Fatalf("restore: %v\n%s", err, out)
 	}
 	// What went as expected is not shown as a problem: no error or
@@ -426,6 +435,15 @@ func TestRestoreAfterLostQuorum(t *testing.T) {
 	}
 	if id := clusterID(t, cli2); id == oldCluster {
 		t.Errorf("the restored cluster has the old cluster ID %x; a restore makes a new cluster", id)
+	}
+	put(t, cli2, "data/after-the-restore", "1")
+	select {
+	case resp := <-watch:
+		if resp.CompactRevision == 0 || len(resp.Events) > 0 {
+			t.Errorf("the watch opened before the loss got %d events (compact revision %d, %v); want a compaction error", len(resp.Events), resp.CompactRevision, resp.Err())
+		}
+	case <-time.After(convergeTimeout):
+		t.Error("the watch opened before the loss heard nothing after the restore; want a compaction error")
 	}
 	for _, n := range []int{1, 2, 3} {
 		requireKeptData(t, movedAside(t, c, n))

@@ -22,6 +22,7 @@ func newRestoreCommand() *cobra.Command {
 		rejoin   bool
 		force    bool
 		yes      bool
+		bump     int64
 	)
 	cmd := &cobra.Command{
 		Use:   "restore",
@@ -40,6 +41,15 @@ func newRestoreCommand() *cobra.Command {
     restored one as a new member.
  4. Start etcdlet on the restored node, then on the others: the agent of
     the restored node adds them one by one (learner, then voter).
+
+The restored revision never goes backwards for a client: it is the
+snapshots' revision plus --bump-revision (default 1,000,000,000, as etcd's
+disaster-recovery guide advises), marked compacted. A client that watched
+the lost cluster (the Kubernetes API server's watch cache, every informer)
+resumes its watch with a compaction error and lists again, instead of
+waiting for revisions it already saw or missing the writes made between
+the last snapshot and the loss. --bump-revision 0 keeps the snapshots'
+revision, for a cluster no client watched.
 
 A restore refuses while the data dir is in use, and while a cluster
 answers with quorum on the listed addresses (restoring then would split a
@@ -83,7 +93,7 @@ confirmation unless --yes.`,
 			defer pool.Close()
 			listed := membership.ClientURLs(settings.Scheme.ForAll(list))
 			sv := ops.Surveyor{Etcd: pool, CallTimeout: cfg.Agent.CallTimeout, Endpoints: func() []string { return listed }}
-			plan, err := restore.Prepare(cmd.Context(), settings, store, self, sv, snapshot, force)
+			plan, err := restore.Prepare(cmd.Context(), settings, store, self, sv, snapshot, bump, force)
 			if err != nil {
 				return err
 			}
@@ -92,15 +102,20 @@ confirmation unless --yes.`,
 				fmt.Fprintf(out, "  delta %s (revisions %d-%d)\n", d.SnapName, d.StartRevision, d.LastRevision)
 			}
 			fmt.Fprintf(out, "into %s as %s (%s), the single member of a new cluster at revision %d\n", plan.DataDir, self.Name, self.PeerURL, plan.Revision())
+			if plan.Bump > 0 {
+				fmt.Fprintf(out, "  bumped by %d to %d and marked compacted: clients that watched the lost cluster list again\n", plan.Bump, plan.Revision()+plan.Bump)
+			} else {
+				fmt.Fprintln(out, "  not bumped (--bump-revision 0): a client that watched the lost cluster may see revisions go backwards")
+			}
 			if !yes && !confirm(cmd, "go ahead?") {
 				return fmt.Errorf("not confirmed")
 			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			moved, err := restore.Run(cmd.Context(), settings, store, plan, log, now)
+			moved, revision, err := restore.Run(cmd.Context(), settings, store, plan, log, now)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "restored; the old data dir is at %s (kept). Run 'etcdlet restore --rejoin' on the other nodes, then start etcdlet here first.\n", orNothing(moved))
+			fmt.Fprintf(out, "restored at revision %d; the old data dir is at %s (kept). Run 'etcdlet restore --rejoin' on the other nodes, then start etcdlet here first.\n", revision, orNothing(moved))
 			return nil
 		},
 	}
@@ -109,6 +124,7 @@ confirmation unless --yes.`,
 	cmd.Flags().BoolVar(&rejoin, "rejoin", false, "on the other nodes: move the data dir aside and forget the old cluster, to join the restored one")
 	cmd.Flags().BoolVar(&force, "force", false, "restore even though a cluster answers with quorum on the listed addresses")
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
+	cmd.Flags().Int64Var(&bump, "bump-revision", restore.DefaultBump, "add this to the restored revision and mark it compacted, so that watching clients never see it go backwards; 0: keep the snapshots' revision")
 	return cmd
 }
 

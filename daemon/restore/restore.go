@@ -52,9 +52,20 @@ type Plan struct {
 	Full    snapshot.Snapshot
 	Deltas  []snapshot.Snapshot
 	DataDir string
+	// Bump is added to the snapshots' revision, which is then marked
+	// compacted (snapshot.RestoreOptions.RevisionBump).
+	Bump int64
 }
 
-// Revision is the revision the restored cluster will be at.
+// DefaultBump is the revision bump of a restore unless the operator
+// chooses another: etcd's own advice for a restore that clients watched
+// (its disaster-recovery guide bumps by 1,000,000,000), far more than
+// the revisions any cluster writes between its last snapshot and a loss,
+// and far below the int64 revisions run out at.
+const DefaultBump = 1_000_000_000
+
+// Revision is the revision of the snapshots the restore applies, before
+// the bump.
 func (p Plan) Revision() int64 {
 	if len(p.Deltas) > 0 {
 		return p.Deltas[len(p.Deltas)-1].LastRevision
@@ -110,7 +121,10 @@ func Self(s Settings, detect func([]netip.Addr) (netip.Addr, error)) (identity.M
 
 // Prepare checks that a restore may run and chooses the snapshots: the
 // newest full snapshot and its deltas, or the chain ending at upTo.
-func Prepare(ctx context.Context, s Settings, store snapshot.Store, self identity.Member, sv ops.Surveyor, upTo string, force bool) (Plan, error) {
+func Prepare(ctx context.Context, s Settings, store snapshot.Store, self identity.Member, sv ops.Surveyor, upTo string, bump int64, force bool) (Plan, error) {
+	if bump < 0 {
+		return Plan{}, fmt.Errorf("--bump-revision %d: must be 0 or more", bump)
+	}
 	if err := checkStopped(ctx, s.DataDir, sv, force); err != nil {
 		return Plan{}, err
 	}
@@ -118,25 +132,34 @@ func Prepare(ctx context.Context, s Settings, store snapshot.Store, self identit
 	if err != nil {
 		return Plan{}, fmt.Errorf("choose the snapshots in %s: %w", store, err)
 	}
-	return Plan{Self: self, Full: full, Deltas: deltas, DataDir: s.DataDir}, nil
+	return Plan{Self: self, Full: full, Deltas: deltas, DataDir: s.DataDir, Bump: bump}, nil
 }
 
 // Run restores the plan: the snapshots into a new data dir beside the old
 // one, then the old data dir moved aside and the new one put in its place,
 // then the agent's state pinned to the new cluster. Every step leaves
 // something a repeated run can start from: a crash before the swap leaves
-// the old data in place, one after it leaves the old data moved aside.
-func Run(ctx context.Context, s Settings, store snapshot.Store, p Plan, log *slog.Logger, now time.Time) (moved string, err error) {
+// the old data in place, one after it leaves the old data moved aside. It
+// returns where the old data dir went and the restored revision, the bump
+// included.
+func Run(ctx context.Context, s Settings, store snapshot.Store, p Plan, log *slog.Logger, now time.Time) (moved string, revision int64, err error) {
 	staging := filepath.Clean(p.DataDir) + ".etcdlet-restore"
 	if err := os.RemoveAll(staging); err != nil { // only ever a restore's own half-built dir
-		return "", fmt.Errorf("remove the half-built %s of an earlier restore: %w", staging, err)
+		return "", 0, fmt.Errorf("remove the half-built %s of an earlier restore: %w", staging, err)
 	}
-	err = snapshot.Restore(ctx, snapshot.RestoreOptions{Store: store, Full: p.Full, Deltas: p.Deltas, DataDir: staging,
+	revision, err = snapshot.Restore(ctx, snapshot.RestoreOptions{Store: store, Full: p.Full, Deltas: p.Deltas, DataDir: staging,
 		Name: p.Self.Name, PeerURL: p.Self.PeerURL, InitialClusterToken: s.Token + "-restored-" + now.UTC().Format("20060102T150405Z"),
-		TempDir: filepath.Dir(staging), Log: log, DropPrefixes: []string{etcdclient.AgentKeyPrefix}})
+		TempDir: filepath.Dir(staging), Log: log, DropPrefixes: []string{etcdclient.AgentKeyPrefix}, RevisionBump: p.Bump})
 	if err != nil {
-		return "", err
+		return "", 0, err
 	}
+	moved, err = swapRestored(s, p, staging, now)
+	return moved, revision, err
+}
+
+// swapRestored moves the old data dir aside, puts the restored one in its
+// place and pins the agent's state to the restored cluster.
+func swapRestored(s Settings, p Plan, staging string, now time.Time) (moved string, err error) {
 	if moved, err = datadir.MoveAside(p.DataDir, now); err != nil {
 		return "", err
 	}

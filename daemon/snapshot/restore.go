@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/url"
@@ -38,6 +39,13 @@ type RestoreOptions struct {
 	// belonged to the old cluster's agents (their locks, whose leases a
 	// replay cannot keep), not to the data.
 	DropPrefixes []string
+	// RevisionBump is added to the restored revision, which is then
+	// marked compacted (etcdutl's --bump-revision and --mark-compacted):
+	// a client that watched the lost cluster (a Kubernetes informer, the
+	// API server's watch cache) resumes its watch with a compaction
+	// error and lists again, instead of seeing revisions go backwards or
+	// missing the writes between the snapshot and the loss. 0: no bump.
+	RevisionBump int64
 	Log          *slog.Logger
 }
 
@@ -50,97 +58,139 @@ const restoreQuota = 8 << 30
 // restores the full as a one-member cluster, then an etcd started on it
 // (127.0.0.1, ephemeral ports) replays the deltas' events as BR's restorer
 // does (puts without their leases, one transaction per revision), and the
-// revision reached is checked against the last snapshot's.
+// revision reached is checked against the last snapshot's. It returns the
+// restored revision, the bump included.
+//
+// The bump comes last: the replay needs the source's revisions. Without
+// deltas etcdutl bumps the full snapshot as it restores it; with deltas
+// the replayed database is saved as a snapshot and restored again with
+// the bump. Either way an etcd started on the result must report the
+// bumped revision.
 //
 // It works in DataDir+".partial" and renames that to DataDir at the end,
 // so an interruption never leaves a half-restored directory under the name
 // etcd starts from; the next attempt removes the leftover.
-func Restore(ctx context.Context, o RestoreOptions) error {
-	if err := restore(ctx, o); err != nil {
-		return fmt.Errorf("restore %s into %s: %w", o.Full.name(), o.DataDir, err)
+func Restore(ctx context.Context, o RestoreOptions) (int64, error) {
+	rev, err := restore(ctx, o)
+	if err != nil {
+		return 0, fmt.Errorf("restore %s into %s: %w", o.Full.name(), o.DataDir, err)
 	}
-	return nil
+	return rev, nil
 }
 
-func restore(ctx context.Context, o RestoreOptions) error {
+func restore(ctx context.Context, o RestoreOptions) (int64, error) {
 	log := o.Log
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	switch {
 	case o.Store == nil || o.DataDir == "" || o.Name == "" || o.PeerURL == "":
-		return errors.New("the store, data dir, name and peer URL are needed")
+		return 0, errors.New("the store, data dir, name and peer URL are needed")
 	case o.Full.Kind != KindFull:
-		return fmt.Errorf("%s is not a full snapshot", o.Full.name())
+		return 0, fmt.Errorf("%s is not a full snapshot", o.Full.name())
 	}
 	if err := checkChain(o.Full, o.Deltas); err != nil {
-		return err
+		return 0, err
 	}
 	// Clean: "data/" would make the work directory "data/.partial".
 	o.DataDir = filepath.Clean(o.DataDir)
 	switch _, err := os.Lstat(o.DataDir); {
 	case err == nil:
-		return errors.New("the data dir exists, and must not: a restore makes a fresh one")
+		return 0, errors.New("the data dir exists, and must not: a restore makes a fresh one")
 	case !errors.Is(err, fs.ErrNotExist):
-		return err
+		return 0, err
 	}
 	partial := o.DataDir + ".partial"
 	if _, err := os.Lstat(partial); err == nil {
 		log.Warn("removing the leftover of an interrupted restore", "dir", partial)
 	}
 	if err := os.RemoveAll(partial); err != nil {
-		return err
+		return 0, err
 	}
 	if err := os.MkdirAll(filepath.Dir(o.DataDir), 0o700); err != nil {
-		return err
+		return 0, err
 	}
-	if err := restoreFull(ctx, o, partial, log); err != nil {
-		os.RemoveAll(partial)
-		return err
-	}
-	rev, err := replay(ctx, o, partial, log)
+	rev, err := build(ctx, o, partial, log)
 	if err != nil {
 		os.RemoveAll(partial)
-		return err
+		return 0, err
 	}
 	if err := os.Rename(partial, o.DataDir); err != nil {
-		return err
+		return 0, err
 	}
 	if err := atomicfile.SyncDir(filepath.Dir(o.DataDir)); err != nil {
-		return err
+		return 0, err
 	}
-	log.Info("restored etcd data dir", "dir", o.DataDir, "full", o.Full.SnapName, "deltas", len(o.Deltas), "revision", rev)
-	return nil
+	log.Info("restored etcd data dir", "dir", o.DataDir, "full", o.Full.SnapName, "deltas", len(o.Deltas), "revision", rev, "bump", o.RevisionBump)
+	return rev, nil
 }
 
-// restoreFull decompresses the full snapshot to a temporary file and has
-// etcdutl restore it into dir, as `etcdutl snapshot restore` would.
-func restoreFull(ctx context.Context, o RestoreOptions, dir string, log *slog.Logger) error {
+// build restores into dir (see Restore) and returns the revision reached.
+func build(ctx context.Context, o RestoreOptions, dir string, log *slog.Logger) (int64, error) {
+	db, err := decompressFull(ctx, o)
+	if err != nil {
+		return 0, err
+	}
+	defer os.Remove(db)
+	bumpFirst := len(o.Deltas) == 0
+	if err := etcdutlRestore(o, db, dir, map[bool]int64{true: o.RevisionBump}[bumpFirst], log); err != nil {
+		return 0, err
+	}
+	var resave string
+	if !bumpFirst && o.RevisionBump > 0 {
+		resave = db + ".replayed"
+		defer os.Remove(resave)
+	}
+	rev, err := replay(ctx, o, dir, resave, log)
+	if err != nil || resave == "" {
+		return rev, err
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		return 0, err
+	}
+	if err := etcdutlRestore(o, resave, dir, o.RevisionBump, log); err != nil {
+		return 0, err
+	}
+	return verify(ctx, dir, o.Name, rev+o.RevisionBump, log)
+}
+
+// decompressFull decompresses the full snapshot to a temporary file
+// beside the data dir (TempDir), whose path it returns.
+func decompressFull(ctx context.Context, o RestoreOptions) (string, error) {
 	f, err := os.CreateTemp(o.TempDir, "etcdlet-restore-*.db")
 	if err != nil {
-		return err
+		return "", err
 	}
-	defer func() {
-		f.Close()
-		os.Remove(f.Name())
-	}()
 	w := bufio.NewWriterSize(f, 1<<20)
-	if err := ReadFull(ctx, o.Store, o.Full, w); err != nil {
-		return err
+	err = ReadFull(ctx, o.Store, o.Full, w)
+	if err == nil {
+		err = w.Flush()
 	}
-	if err := w.Flush(); err != nil {
-		return err
+	if cerr := f.Close(); err == nil {
+		err = cerr
 	}
-	if err := f.Close(); err != nil {
-		return err
+	if err != nil {
+		os.Remove(f.Name())
+		return "", err
+	}
+	return f.Name(), nil
+}
+
+// etcdutlRestore has etcdutl restore the database db into dir, as
+// `etcdutl snapshot restore` would, bumping the revision by bump and
+// marking it compacted when bump is not 0.
+func etcdutlRestore(o RestoreOptions, db, dir string, bump int64, log *slog.Logger) error {
+	if bump < 0 {
+		return fmt.Errorf("revision bump %d: must not be negative", bump)
 	}
 	token := o.InitialClusterToken
 	if token == "" {
 		token = "etcd-cluster" // what etcd and etcdutl default to
 	}
 	cfg := etcdutl.RestoreConfig{
-		SnapshotPath: f.Name(), Name: o.Name, OutputDataDir: dir, PeerURLs: []string{o.PeerURL},
+		SnapshotPath: db, Name: o.Name, OutputDataDir: dir, PeerURLs: []string{o.PeerURL},
 		InitialCluster: o.Name + "=" + o.PeerURL, InitialClusterToken: token,
+		RevisionBump: uint64(bump), MarkCompacted: bump > 0,
 	}
 	if err := etcdutl.NewV3(logging.ZapLogger(log, "warn")).Restore(cfg); err != nil {
 		return fmt.Errorf("etcdutl restore: %w", err)
@@ -148,10 +198,11 @@ func restoreFull(ctx context.Context, o RestoreOptions, dir string, log *slog.Lo
 	return nil
 }
 
-// replay starts etcd on dir, applies the deltas and returns the revision
-// reached. The etcd runs even without deltas: starting proves the restored
-// directory is one etcd can start from.
-func replay(ctx context.Context, o RestoreOptions, dir string, log *slog.Logger) (int64, error) {
+// replay starts etcd on dir, applies the deltas, drops DropPrefixes and
+// returns the revision reached; with saveTo, it then saves the database
+// there as a snapshot. The etcd runs even without deltas: starting proves
+// the restored directory is one etcd can start from.
+func replay(ctx context.Context, o RestoreOptions, dir, saveTo string, log *slog.Logger) (int64, error) {
 	e, err := startLocal(ctx, dir, o.Name, log)
 	if err != nil {
 		return 0, err
@@ -193,10 +244,52 @@ func replay(ctx context.Context, o RestoreOptions, dir string, log *slog.Logger)
 			return 0, fmt.Errorf("delete the old cluster's %s keys: %w", p, err)
 		}
 		if resp.Deleted > 0 {
+			rev = resp.Header.Revision
 			log.Info("deleted the old cluster's coordination keys", "prefix", p, "keys", resp.Deleted)
 		}
 	}
+	if saveTo != "" {
+		if err := save(ctx, cli, saveTo); err != nil {
+			return 0, fmt.Errorf("save the replayed database for the revision bump: %w", err)
+		}
+	}
 	return rev, nil
+}
+
+// save writes the database etcd serves through cli to path.
+func save(ctx context.Context, cli *clientv3.Client, path string) error {
+	rc, err := cli.Snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	defer rc.Close()
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	_, err = io.Copy(f, rc)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+// verify starts etcd on dir and checks that it reports revision want and
+// has it marked compacted, which is what a bumped restore must give.
+func verify(ctx context.Context, dir, name string, want int64, log *slog.Logger) (int64, error) {
+	e, err := startLocal(ctx, dir, name, log)
+	if err != nil {
+		return 0, err
+	}
+	defer e.Close()
+	got := e.Server.KV().Rev()
+	if got != want {
+		return 0, fmt.Errorf("after the revision bump etcd reports revision %d, want %d", got, want)
+	}
+	if c := e.Server.KV().FirstRev(); c != want {
+		return 0, fmt.Errorf("after the revision bump etcd has revision %d compacted, want %d", c, want)
+	}
+	return got, nil
 }
 
 // apply replays the events after revision rev, one transaction per

@@ -1,6 +1,7 @@
 package snapshot_test
 
 import (
+	"context"
 	"fmt"
 	"math/rand/v2"
 	"net/url"
@@ -80,8 +81,8 @@ func TestRestore(t *testing.T) {
 		Store: st, Full: chainFull, Deltas: deltas, DataDir: dataDir,
 		Name: "restored", PeerURL: "https://10.0.0.1:2380", InitialClusterToken: "etcdlet-restore", TempDir: t.TempDir(),
 	}
-	if err := snapshot.Restore(ctx, ro); err != nil {
-		t.Fatal(err)
+	if rev, err := snapshot.Restore(ctx, ro); err != nil || rev != d2.LastRevision {
+		t.Fatalf("restore: revision %d, %v; want %d", rev, err, d2.LastRevision)
 	}
 	emptyDir(t, ro.TempDir)
 	if _, err := os.Stat(dataDir + ".partial"); !os.IsNotExist(err) {
@@ -117,16 +118,91 @@ func TestRestore(t *testing.T) {
 	}
 
 	// A data dir that exists is never overwritten.
-	if err := snapshot.Restore(ctx, ro); err == nil || !strings.Contains(err.Error(), "the data dir exists") {
+	if _, err := snapshot.Restore(ctx, ro); err == nil || !strings.Contains(err.Error(), "the data dir exists") {
 		t.Errorf("restore over an existing data dir: %v", err)
 	}
 	// A gap in the deltas is refused before anything is written.
 	ro.DataDir, ro.Deltas = filepath.Join(t.TempDir(), "gap"), []snapshot.Snapshot{*d2}
-	if err := snapshot.Restore(ctx, ro); err == nil || !strings.Contains(err.Error(), "revisions") || !strings.Contains(err.Error(), "missing") {
+	if _, err := snapshot.Restore(ctx, ro); err == nil || !strings.Contains(err.Error(), "revisions") || !strings.Contains(err.Error(), "missing") {
 		t.Errorf("restore with a gap: %v", err)
 	}
 	if _, err := os.Stat(ro.DataDir + ".partial"); !os.IsNotExist(err) {
 		t.Errorf("a refused restore left %s.partial", ro.DataDir)
+	}
+}
+
+// A restore with a revision bump never lets a revision go backwards for
+// a client: the restored revision is the snapshots' plus the bump, and
+// every revision up to it is compacted, so that a watch resumed from a
+// revision the lost cluster served, or a read at one, gets a compaction
+// error instead of old data. The keys keep their values and revisions;
+// the old cluster's agent keys are dropped. With deltas (replayed first,
+// then bumped) and without.
+func TestRestoreBumpsTheRevision(t *testing.T) {
+	src := cluster(t)
+	ctx := t.Context()
+	st := storeKinds(t)[0].open(t, "bump")
+	o := snapshot.Options{TempDir: t.TempDir()}
+	for i := range 50 {
+		put(t, src, fmt.Sprintf("/registry/k%02d", i), "full")
+	}
+	put(t, src, "/etcdlet/_id/1/member-list", "old")
+	full, err := snapshot.TakeFull(ctx, src, st, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		put(t, src, fmt.Sprintf("/registry/k%02d", i), "delta")
+	}
+	delta, err := snapshot.TakeDelta(ctx, src, st, full, o)
+	if err != nil || delta == nil {
+		t.Fatalf("delta: %v, %v", delta, err)
+	}
+	const bump = 1000
+	for _, tc := range []struct {
+		name   string
+		deltas []snapshot.Snapshot
+		last   int64 // the snapshots' revision
+		value  string
+	}{
+		{"full only", nil, full.LastRevision, "full"},
+		{"full and delta", []snapshot.Snapshot{*delta}, delta.LastRevision, "delta"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dataDir := filepath.Join(t.TempDir(), "data")
+			ro := snapshot.RestoreOptions{Store: st, Full: full, Deltas: tc.deltas, DataDir: dataDir, Name: "restored",
+				PeerURL: "https://10.0.0.1:2380", TempDir: t.TempDir(), RevisionBump: bump, DropPrefixes: []string{"/etcdlet/"}}
+			rev, err := snapshot.Restore(ctx, ro)
+			if err != nil {
+				t.Fatal(err)
+			}
+			emptyDir(t, ro.TempDir)
+			// Past the bump: one more revision for the dropped agent keys
+			// when they are dropped after it (full only).
+			if rev < tc.last+bump || rev > tc.last+bump+1 {
+				t.Fatalf("restored at revision %d, want %d (+1)", rev, tc.last+bump)
+			}
+			restored := startOn(t, dataDir, "restored")
+			got, err := restored.Get(ctx, "/registry/k00")
+			if err != nil || len(got.Kvs) != 1 || string(got.Kvs[0].Value) != tc.value || got.Header.Revision != rev {
+				t.Fatalf("get after the restore: %v, %v; want %q at revision %d", got, err, tc.value, rev)
+			}
+			if got.Kvs[0].ModRevision > tc.last {
+				t.Errorf("the key's mod revision %d moved past the snapshots' %d: keys keep their revisions", got.Kvs[0].ModRevision, tc.last)
+			}
+			if _, err := restored.Get(ctx, "/registry/k00", clientv3.WithRev(tc.last)); err == nil || !strings.Contains(err.Error(), "compacted") {
+				t.Errorf("a read at the lost cluster's revision %d: %v, want a compaction error", tc.last, err)
+			}
+			wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+			defer cancel()
+			resp := <-restored.Watch(wctx, "/registry/", clientv3.WithPrefix(), clientv3.WithRev(tc.last+1))
+			if resp.CompactRevision < tc.last+bump {
+				t.Errorf("a watch resumed from revision %d: compact revision %d, err %v, %d events; want it compacted at %d", tc.last+1, resp.CompactRevision, resp.Err(), len(resp.Events), tc.last+bump)
+			}
+			if agent, err := restored.Get(ctx, "/etcdlet/", clientv3.WithPrefix(), clientv3.WithCountOnly()); err != nil || agent.Count != 0 {
+				t.Errorf("the old cluster's agent keys: %v, %v; want them dropped", agent, err)
+			}
+		})
 	}
 }
 
