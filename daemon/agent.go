@@ -322,7 +322,7 @@ func (a *Agent) startPeerEndpoint(wg *sync.WaitGroup) {
 		return
 	}
 	guard := consent.NewGuard(a.peerTLS, a.log.With("listener", "agent peer endpoint"))
-	a.peer = consent.Server(consent.Handler(a.node.Answer, a.node.Promise, a.wakes.Wake, guard), a.peerTLS)
+	a.peer = consent.Server(consent.Handler(a.node.Answer, a.node.Promise, a.wakes.Wake, a.node.Data, guard), a.peerTLS)
 	srv := a.peer
 	a.log.Info("agent peer endpoint listening", "address", addr, "tls", a.peerTLS != nil)
 	httpserve.Serve(wg, a.log, "agent peer endpoint", srv, l)

@@ -10,8 +10,10 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
+	"sync"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/memberlist"
@@ -34,6 +36,7 @@ type Inspector struct {
 	settings node.Settings
 	list     *configList
 	pool     *etcdclient.Pool
+	peers    *peers
 }
 
 // NewInspector builds a read-only node controller for cfg.
@@ -51,7 +54,7 @@ func NewInspector(cfg *config.Config, log *slog.Logger) (*Inspector, error) {
 		DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: readOnlyStore{c.store},
 		Peers: c.peers, List: list, Detect: nodeaddr.Detect,
 	}, c.state)
-	return &Inspector{Node: n, State: c.state, cfg: cfg, settings: settings, list: list, pool: c.pool}, nil
+	return &Inspector{Node: n, State: c.state, cfg: cfg, settings: settings, list: list, pool: c.pool, peers: c.peers}, nil
 }
 
 // Look takes one snapshot. Without any list in force (none valid now and
@@ -88,6 +91,37 @@ func (i *Inspector) ClientEndpoints() []string {
 		addrs = append(addrs, ip)
 	}
 	return membership.Endpoints(i.settings.Scheme.ForAll(addrs), nil)
+}
+
+// ListedData asks every node of the list in force what its member data
+// holds (consent.DataReport), this node's own read here, and returns the
+// answers the most advanced first (DataReport.Ahead): the survivor a
+// cluster that lost its quorum for good is recovered from comes first. A
+// node that does not answer is listed with why.
+func (i *Inspector) ListedData(ctx context.Context, s node.Snapshot) []consent.DataReport {
+	reports := make([]consent.DataReport, len(s.Desired))
+	var wg sync.WaitGroup
+	for k, d := range s.Desired {
+		wg.Go(func() {
+			if d.IP == s.Self.IP {
+				reports[k] = i.Node.DataOf(ctx, s.Self)
+				return
+			}
+			askCtx, cancel := context.WithTimeout(ctx, i.settings.CallTimeout)
+			defer cancel()
+			if s.Self.IP.IsValid() {
+				askCtx = consent.WithSource(askCtx, s.Self.IP)
+			}
+			r, err := i.peers.client.Data(askCtx, d.IP)
+			if err != nil {
+				r = consent.DataReport{Node: d.IP.String(), Error: "its agent does not answer: " + err.Error()}
+			}
+			reports[k] = r
+		})
+	}
+	wg.Wait()
+	consent.RankData(reports)
+	return reports
 }
 
 // PinnedClusterID is the ID of the cluster this node belongs to, in hex,

@@ -105,6 +105,7 @@ const (
 	netRebootstrap
 	netCertsAutoRenew
 	netClusterList
+	netSurvivors
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -43,7 +43,16 @@ Etcd resource read) and the error of a failing one. Last, where the
 snapshots go and the newest full one: none configured, a directory on
 this host only (a lost host takes it with it), or the S3 store; and the
 certificate that expires first, in days (or each that is broken or
-expires within 30 days, with what to do).
+expires within 30 days, with what to do). With members.source cluster, the
+list kept in the cluster: its revision, last change, and whether this
+node's copy holds it.
+
+When the cluster does not answer with quorum, every listed node's agent is
+asked what its member's data holds (its write-ahead log's last term and
+index, its commit index, its revision, whether the member runs), and the
+nodes are listed the furthest log first, as raft ranks logs: a cluster
+that lost its quorum for good is recovered from the first
+(/usr/share/doc/etcdlet/operations.md, "Recover from lost quorum").
 
 The report is what the agent's next pass would see and decide (the same
 look, read-only: nothing is changed), computed from the configuration's
@@ -132,6 +141,9 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 		if report.Converged || !time.Now().Before(deadline) {
 			if cfg.Members.Source == config.SourceCluster {
 				report.ClusterList = clusterListLine(ctx, cfg, inspector)
+			}
+			if !report.Reached && snap.ListOK {
+				report.Data = inspector.ListedData(ctx, snap)
 			}
 			return report, nil
 		}

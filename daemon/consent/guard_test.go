@@ -167,7 +167,10 @@ func serve(t *testing.T, at netip.Addr, listed []string, peer *config.TLSFiles, 
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	srv := Server(Handler(answer, promise, wake, NewGuard(tlsConfig, log)), tlsConfig)
+	data := func(context.Context) DataReport {
+		return DataReport{Node: at.String(), MemberID: "8e9e05c52164694d", LastTerm: 3, LastIndex: 120, Commit: 118, Revision: 99}
+	}
+	srv := Server(Handler(answer, promise, wake, data, NewGuard(tlsConfig, log)), tlsConfig)
 	go func() {
 		if tlsConfig != nil {
 			_ = srv.ServeTLS(l, "", "")
@@ -331,6 +334,9 @@ func TestClientCallsFromItsNodeAddress(t *testing.T) {
 	if err := c.Wake(from2, node1); err != nil {
 		t.Errorf("a wake-up from node 2's address: %v", err)
 	}
+	if d, err := c.Data(from2, node1); err != nil || d.Node != node1.String() || d.LastIndex != 120 || d.Commit != 118 || !d.HasData() {
+		t.Errorf("node 1's data asked from node 2's address: %+v, %v", d, err)
+	}
 	for name, ctx := range map[string]context.Context{"an unlisted address": WithSource(ctx, unlisted), "no source address": ctx} {
 		_, err := c.Promise(ctx, node1, []string{node1.String(), node2.String()})
 		if !IsRefused(err) {
@@ -353,7 +359,7 @@ func TestRefusalsAreLoggedAtABoundedRate(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	g := &Guard{Certs: true, Log: log, Now: func() time.Time { return now }}
-	h := Handler(func() Answer { return Answer{List: []string{node1.String()}} }, nil, func() {}, g)
+	h := Handler(func() Answer { return Answer{List: []string{node1.String()}} }, nil, func() {}, nil, g)
 	flood := func(n int) {
 		for range n {
 			r, _ := http.NewRequest(http.MethodPost, PathWake, nil)

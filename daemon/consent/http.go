@@ -43,10 +43,12 @@ type Request struct {
 // Handler serves the agent peer endpoint: answer returns this node's
 // current answer, promise its answer to a bootstrap of a list (recording
 // the promise when it agrees), wake asks for a reconcile pass now (it
-// must not block). guard admits the callers first: a promise and a
-// wake-up only from a node of the list in force here (answer's List).
-func Handler(answer func() Answer, promise func(list []string) Answer, wake func(), guard *Guard) http.Handler {
+// must not block), data what the member's data holds. guard admits the
+// callers first: a promise and a wake-up only from a node of the list in
+// force here (answer's List).
+func Handler(answer func() Answer, promise func(list []string) Answer, wake func(), data func(context.Context) DataReport, guard *Guard) http.Handler {
 	mux := http.NewServeMux()
+	mux.HandleFunc("GET "+PathData, dataHandler(data))
 	mux.HandleFunc("GET "+PathBootstrap, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(answer())

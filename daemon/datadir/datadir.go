@@ -279,3 +279,6 @@ func (d Dir) MovedSince(since time.Time) (int, error) { return MovedSince(d.Path
 
 // MountPoint reports whether the data dir is a mount point.
 func (d Dir) MountPoint() (bool, error) { return IsMountPoint(d.Path) }
+
+// Survey reads how far the data goes (ReadSurvey).
+func (d Dir) Survey() (Survey, error) { return ReadSurvey(d.Path) }

@@ -23,25 +23,7 @@ func TestReadIdentityOfARealMember(t *testing.T) {
 	if _, err := ReadIdentity(dir); !errors.Is(err, ErrNoIdentity) {
 		t.Fatalf("no data dir: %v, want ErrNoIdentity", err)
 	}
-	cfg := embed.NewConfig()
-	cfg.Dir = dir
-	cfg.LogLevel = "error"
-	peer, client := memberURL(1, 2380), memberURL(1, 2379)
-	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
-	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
-	cfg.InitialCluster = cfg.Name + "=" + peer.String()
-	e, err := embed.StartEtcd(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var closeOnce sync.Once
-	stop := func() { closeOnce.Do(e.Close) } // Close must run once
-	defer stop()
-	select {
-	case <-e.Server.ReadyNotify():
-	case <-time.After(30 * time.Second):
-		t.Fatal("etcd not ready within 30s")
-	}
+	e, _, stop := startMember(t, dir, 1, func(*embed.Config) {})
 	want := Identity{MemberID: uint64(e.Server.MemberID()), ClusterID: uint64(e.Server.Cluster().ID())}
 	if got, err := ReadIdentity(dir); err != nil || got != want {
 		t.Errorf("while running: %+v, %v; want %+v", got, err, want)
@@ -50,6 +32,33 @@ func TestReadIdentityOfARealMember(t *testing.T) {
 	if got, err := ReadIdentity(dir); err != nil || got != want {
 		t.Errorf("after stopping: %+v, %v; want %+v", got, err, want)
 	}
+}
+
+// startMember starts a one-member etcd on dir, at memberURL(host, …),
+// with tweak applied to its configuration, and waits until it is ready;
+// stop stops it (once, whoever calls it; the test's end does too).
+func startMember(t *testing.T, dir string, host int, tweak func(*embed.Config)) (e *embed.Etcd, client url.URL, stop func()) {
+	t.Helper()
+	cfg := embed.NewConfig()
+	cfg.Dir, cfg.LogLevel = dir, "error"
+	peer, client := memberURL(host, 2380), memberURL(host, 2379)
+	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = []url.URL{peer}, []url.URL{peer}
+	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = []url.URL{client}, []url.URL{client}
+	cfg.InitialCluster = cfg.Name + "=" + peer.String()
+	tweak(cfg)
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var closeOnce sync.Once
+	stop = func() { closeOnce.Do(e.Close) } // Close must run once
+	t.Cleanup(stop)
+	select {
+	case <-e.Server.ReadyNotify():
+	case <-time.After(30 * time.Second):
+		t.Fatal("etcd not ready within 30s")
+	}
+	return e, client, stop
 }
 
 // memberURL is a URL on a loopback address of this package's own,

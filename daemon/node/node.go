@@ -57,6 +57,8 @@ type DataDir interface {
 	MovedSince(since time.Time) (int, error)
 	// MountPoint reports whether the data dir is a mount point.
 	MountPoint() (bool, error)
+	// Survey reads how far the data goes (datadir.ReadSurvey).
+	Survey() (datadir.Survey, error)
 }
 
 // Store persists the agent's state and its bootstrap promise, and reads

@@ -255,6 +255,11 @@ func (d *hostDataDir) MovedSince(since time.Time) (int, error) {
 
 func (d *hostDataDir) MountPoint() (bool, error) { return true, nil }
 
+// Survey: the simulator's hosts have no write-ahead log to read.
+func (d *hostDataDir) Survey() (datadir.Survey, error) {
+	return datadir.Survey{}, datadir.ErrNoIdentity
+}
+
 // store is a host's disk for the agent's state, its bootstrap promise
 // and the operator's file.
 type store struct {

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/membership"
@@ -53,6 +54,10 @@ type Report struct {
 	// the agent runs (daemon.ConfigDrift); the report is computed from
 	// the file. Empty when they are the same.
 	Configuration string `json:"configuration,omitempty"`
+	// Data is what each listed node's member data holds, the most
+	// advanced first, asked when the cluster does not answer with quorum:
+	// the evidence for choosing the survivor to recover from.
+	Data []consent.DataReport `json:"data,omitempty"`
 	// ClusterList says how the member list kept in the cluster stands
 	// (members.source cluster): its revision and last change, and whether
 	// this node's copy holds it.
@@ -345,6 +350,7 @@ func WriteTable(w io.Writer, r Report) error {
 		}
 		fmt.Fprintln(w, line)
 	}
+	writeData(w, r.Data)
 	if r.ClusterList != "" {
 		fmt.Fprintf(w, "member list: %s\n", r.ClusterList)
 	}
@@ -372,6 +378,31 @@ func writeList(w io.Writer, r Report) {
 	} else {
 		fmt.Fprintln(w, "list in force: none; no membership change is planned")
 	}
+}
+
+// writeData shows each listed node's member data, the most advanced
+// first.
+func writeData(w io.Writer, reports []consent.DataReport) {
+	if len(reports) == 0 {
+		return
+	}
+	fmt.Fprintln(w, "\nmember data of the listed nodes, the furthest log first (a cluster that lost its quorum for good is recovered from the first):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "  NODE\tMEMBER ID\tLOG END (TERM/INDEX)\tCOMMIT\tREVISION\tMEMBER")
+	for _, d := range reports {
+		switch {
+		case d.Error != "":
+			fmt.Fprintf(tw, "  %s\t-\t-\t-\t-\t%s\n", d.Node, d.Error)
+		case !d.HasData():
+			fmt.Fprintf(tw, "  %s\t-\t-\t-\t-\tno data\n", d.Node)
+		case d.RevisionUnknown:
+			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%d\t-\trunning; revision unknown: %s\n", d.Node, d.MemberID, d.LastTerm, d.LastIndex, d.Commit, d.Note)
+		default:
+			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%d\t%d\t%s\n", d.Node, d.MemberID, d.LastTerm, d.LastIndex, d.Commit, d.Revision,
+				map[bool]string{true: "running", false: "stopped"}[d.Running])
+		}
+	}
+	_ = tw.Flush()
 }
 
 // writeAgentLists shows the agents' posted lists when one differs from
