@@ -150,11 +150,17 @@ gzip -9n "$work/docs/man/"*.1
 # (/usr/share/doc/etcdlet): the README, every page of docs/ but the one for
 # contributors, and the example configurations.
 mkdir -p "$work/docs/doc/examples"
-# The README's links point into the repository (docs/x.md, config/examples/);
-# beside the pages they point to them where they are installed.
-sed -e 's#](docs/#](#g' -e 's#](config/examples/)#](examples/)#g' README.md >"$work/docs/doc/README.md"
+# The links point into the repository (docs/x.md, config/examples/,
+# deploy/); installed, they point where those are installed beside the pages
+# (deploy/ too). Links to what only a checkout has (the contributors' page,
+# the build scripts) keep their text and lose the link.
+sed -e 's#](docs/#](#g' -e 's#](config/examples/)#](examples/)#g' \
+	-e '/^- \[Development\]/,/^$/{/^$/!d;}' README.md >"$work/docs/doc/README.md"
 for page in docs/*.md; do
-	[ "$page" = docs/development.md ] || cp "$page" "$work/docs/doc/"
+	[ "$page" = docs/development.md ] && continue
+	sed -e 's#](\.\./config/examples/#](examples/#g' -e 's#](\.\./deploy/#](deploy/#g' \
+		-e 's#\[\([^]]*\)\](\(development\.md\|\.\./hack/\|\.\./packaging/\)[^)]*)#\1#g' \
+		"$page" >"$work/docs/doc/$(basename "$page")"
 done
 cp config/examples/*.yaml "$work/docs/doc/examples/"
 

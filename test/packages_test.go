@@ -14,8 +14,10 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -154,6 +156,14 @@ func shippedDocs(t *testing.T) []string {
 	for _, e := range examples {
 		docs = append(docs, docDir+"/examples/"+filepath.Base(e))
 	}
+	deploy, err := filepath.Glob(filepath.Join(root, "deploy", "rbac", "*.yaml"))
+	if err != nil || len(deploy) < 2 {
+		t.Fatalf("found %v in deploy/rbac (%v): the repository is not whole", deploy, err)
+	}
+	for _, d := range deploy {
+		docs = append(docs, docDir+"/deploy/rbac/"+filepath.Base(d))
+	}
+	docs = append(docs, docDir+"/deploy/prometheus/etcdlet-alerts.yaml")
 	if len(pages) < 10 || len(examples) < 3 {
 		t.Fatalf("found %d pages in docs/ and %d examples: the repository is not whole", len(pages), len(examples))
 	}
@@ -263,6 +273,31 @@ func TestPackageContents(t *testing.T) {
 			debBinary := checkDeb(t, p, arch, want)
 			checkRPM(t, p, arch, want, debBinary)
 		})
+	}
+	checkDocLinks(t, debFiles(t, p.deb("amd64"), docs...))
+}
+
+// mdLink is a Markdown link's target.
+var mdLink = regexp.MustCompile(`\]\(([^)\s]+)\)`)
+
+// checkDocLinks: every link between the installed pages leads to an
+// installed file or directory, as a reader on the host follows it.
+func checkDocLinks(t *testing.T, files map[string]string) {
+	t.Helper()
+	for name, content := range files {
+		if !strings.HasSuffix(name, ".md") {
+			continue
+		}
+		for _, m := range mdLink.FindAllStringSubmatch(content, -1) {
+			target, _, _ := strings.Cut(m[1], "#")
+			if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+				continue
+			}
+			resolved := path.Join(path.Dir(name), target)
+			if !slices.ContainsFunc(slices.Collect(maps.Keys(files)), func(f string) bool { return f == resolved || strings.HasPrefix(f, resolved+"/") }) {
+				t.Errorf("%s links to %s, which the packages do not install (%s)", name, m[1], resolved)
+			}
+		}
 	}
 }
 
