@@ -13,7 +13,8 @@ import (
 	"github.com/etcdlet/etcdlet/test/harness"
 )
 
-// When the cluster does not answer with quorum, `etcdlet status` asks
+// A listed member that stops is waited for, and status and the log say
+// so. When the cluster does not answer with quorum, `etcdlet status` asks
 // every listed node's agent what its member's data holds, and lists the
 // nodes the furthest log first: the evidence for choosing the survivor
 // to recover from. Three static-pod members; member 3 stops, the others
@@ -35,6 +36,18 @@ func TestStatusRanksTheSurvivorsData(t *testing.T) {
 		}
 		last = resp.Header.Revision
 	}
+	// A listed member that does not answer is waited for, and said so,
+	// with what lets a host gone for good go.
+	harness.Eventually(t, 30*time.Second, "status and the log say that member 3 is waited for", func() error {
+		out, _, _ := etcdlet(t, "status", "--config", c.ConfigPath(1))
+		if !strings.Contains(out, "waiting for "+c.IP(3)+": listed, its member does not answer; if that host is gone for good, take its IP off the member list") {
+			return errorf("status:\n%s", out)
+		}
+		if c.Agent(1).CountLog("listed members do not answer; the agents wait for them and never remove a listed member", nil) == 0 {
+			return errorf("agent 1 has not logged that it waits for member 3")
+		}
+		return nil
+	})
 	c.Kubelet(2).Pause()
 
 	data := func() ([]string, statusreport.Report) {

@@ -119,3 +119,12 @@ func ParseAddrs(list []string) []netip.Addr {
 	}
 	return addrs
 }
+
+// IPs are the members' IPs, in order.
+func IPs(members []Member) []string {
+	ips := make([]string, len(members))
+	for i, m := range members {
+		ips[i] = m.IP.String()
+	}
+	return ips
+}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/state"
@@ -215,10 +216,7 @@ func (n *Node) listState(s Snapshot) membership.ListState {
 
 // desiredList is the list this node acts on, as the agents post it.
 func desiredList(s *Snapshot) []string {
-	list := make([]string, 0, len(s.Desired))
-	for _, d := range s.Desired {
-		list = append(list, d.IP.String())
-	}
+	list := identity.IPs(s.Desired)
 	slices.Sort(list)
 	return list
 }

@@ -51,6 +51,7 @@ func (n *Node) recordView(s Snapshot) {
 	if v.Reached {
 		n.logged["view"] = "reached"
 		n.lastMembers = v.Members
+		n.recordSilent(s)
 	} else {
 		n.logOnce("view", fmt.Sprint(v.Established), slog.LevelInfo, "cluster not reachable with quorum", "established", v.Established, "problems", v.Problems)
 	}
@@ -85,6 +86,22 @@ func (n *Node) recordView(s Snapshot) {
 	}
 	m.ClusterReachable.Set(reachable)
 }
+
+// recordSilent says, once per set, which listed members do not answer:
+// the agents wait for them, and what lets a host gone for good go.
+func (n *Node) recordSilent(s Snapshot) {
+	silent := identity.IPs(membership.Silent(s.Desired, s.View.Observation))
+	if len(silent) == 0 {
+		n.logged["silent"] = ""
+		return
+	}
+	n.logOnce("silent", fmt.Sprint(silent), slog.LevelWarn, "listed members do not answer; the agents wait for them and never remove a listed member",
+		"members", silent, "ifGoneForGood", SilentHint)
+}
+
+// SilentHint is what to do about a listed member whose host is gone for
+// good.
+const SilentHint = "take its IP off the member list (docs: Remove a node; with members.source cluster: etcdlet members remove <IP>): the agents then remove its member, never below quorum"
 
 func (n *Node) recordDecision(s Snapshot) {
 	d := s.Decision

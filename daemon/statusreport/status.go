@@ -40,6 +40,9 @@ type Report struct {
 	ListInForce []string `json:"listInForce,omitempty"`
 	Members     []Row    `json:"members"`
 	Plan        Plan     `json:"plan"`
+	// Silent lists the listed members that do not answer (down, cut
+	// off): the agents wait for them (membership.Silent).
+	Silent []string `json:"silent,omitempty"`
 	// Foreign lists endpoints that answered for another cluster; nothing
 	// is ever done to or for them.
 	Foreign []string `json:"foreign,omitempty"`
@@ -216,6 +219,9 @@ func Build(cluster string, desired []identity.Member, v membership.View) Report 
 	} else {
 		r.Plan.Waiting = []string{"cluster not reachable with quorum: no membership change can be planned"}
 	}
+	if v.Reached {
+		r.Silent = identity.IPs(membership.Silent(desired, v.Observation))
+	}
 	m := membership.Match(desired, v.Members)
 	for _, p := range m.Matched {
 		r.Members = append(r.Members, row(p.Member, p.Desired.Name, p.Desired.IP.String(), "yes", v))
@@ -325,6 +331,9 @@ func WriteTable(w io.Writer, r Report) error {
 		for _, wt := range r.Plan.Waiting {
 			fmt.Fprintf(w, "plan: waiting: %s\n", wt)
 		}
+	}
+	for _, ip := range r.Silent {
+		fmt.Fprintf(w, "waiting for %s: listed, its member does not answer; if that host is gone for good, %s\n", ip, node.SilentHint)
 	}
 	for _, p := range r.Problems {
 		fmt.Fprintf(w, "unreachable: %s\n", p)

@@ -51,6 +51,7 @@ unhealthy: etcd-main-192.0.2.3: no answer within 2s
 plan: next: promote etcd-main-192.0.2.4 [4]: listed learner joins the voters once in sync
 plan: waiting: add-learner etcd-main-2001:db8::5 waits (LearnerPending): learner etcd-main-192.0.2.4 must be promoted first; etcd allows one learner at a time
 plan: waiting: remove etcd-main-192.0.2.2 waits (JoinPending): etcd-main-192.0.2.4 must vote first; a replacement joins before the old member leaves
+waiting for 192.0.2.3: listed, its member does not answer; if that host is gone for good, take its IP off the member list (docs: Remove a node; with members.source cluster: etcdlet members remove <IP>): the agents then remove its member, never below quorum
 `
 	if out.String() != want {
 		t.Errorf("table:\n%s\nwant:\n%s", out.String(), want)
