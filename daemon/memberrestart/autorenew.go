@@ -152,13 +152,10 @@ func (r *AutoRenew) served(ctx context.Context) ([]*x509.Certificate, error) {
 		return nil, errors.New("this node's address is not known")
 	}
 	var out []*x509.Certificate
-	for _, l := range []struct {
-		url  string
-		dial config.TLSFiles
-	}{{self.ClientURL, r.Files.ClientDial}, {self.PeerURL, r.Files.PeerDial}} {
+	for _, l := range r.Files.listeners(self) {
 		c, err := servedCert(ctx, l.url, l.dial, r.CallTimeout)
 		if err != nil {
-			return nil, fmt.Errorf("TLS handshake with %s: %w", l.url, err)
+			return nil, fmt.Errorf("TLS handshake with its %s listener %s: %w", l.name, l.url, err)
 		}
 		out = append(out, c)
 	}

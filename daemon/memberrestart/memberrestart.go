@@ -127,6 +127,21 @@ type Files struct {
 	ClientDial, PeerDial config.TLSFiles
 }
 
+// listener is one of the member's TLS listeners: its name, its URL, the
+// certificate file it serves and what it is dialled with.
+type listener struct {
+	name, url, certFile string
+	dial                config.TLSFiles
+}
+
+// listeners are the member's client and peer listeners, self's URLs.
+func (f Files) listeners(self identity.Member) []listener {
+	return []listener{
+		{"client", self.ClientURL, f.ClientCert, f.ClientDial},
+		{"peer", self.PeerURL, f.PeerCert, f.PeerDial},
+	}
+}
+
 // FilesFrom takes the files from a configuration.
 func FilesFrom(cfg *config.Config) Files {
 	return Files{ClientCert: cfg.Etcd.TLS.Client.CertFile, PeerCert: cfg.Etcd.TLS.Peer.CertFile,
@@ -307,13 +322,7 @@ func (h *handler) servesFiles(ctx context.Context, memberID string) (RestartOutp
 	case st.Leader == 0:
 		return out, errors.New("it has no leader yet")
 	}
-	for _, l := range []struct {
-		name, url, certFile string
-		dial                config.TLSFiles
-	}{
-		{"client", self.ClientURL, h.d.Files.ClientCert, h.d.Files.ClientDial},
-		{"peer", self.PeerURL, h.d.Files.PeerCert, h.d.Files.PeerDial},
-	} {
+	for _, l := range h.d.Files.listeners(self) {
 		if l.certFile == "" {
 			continue
 		}
