@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/internal/eventually"
+
+	"github.com/etcdlet/etcdlet/internal/fstest"
 )
 
 const (
@@ -42,39 +44,6 @@ func (b *logBuffer) String() string {
 	return b.buf.String()
 }
 
-func mkdir(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func symlink(t *testing.T, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// repoint atomically points link at target, as kubelet does with ..data
-// and as `ln -sfn` followed by a rename does.
-func repoint(t *testing.T, target, link string) {
-	t.Helper()
-	tmp := link + "_tmp"
-	symlink(t, target, tmp)
-	if err := os.Rename(tmp, link); err != nil {
-		t.Fatal(err)
-	}
-}
-
-// writeInPlace overwrites a file without replacing it.
-func writeInPlace(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // setFuture gives a file a modification time an hour ahead, as cp -p or
 // rsync -t from a host whose clock is ahead do.
 func setFuture(t *testing.T, path string) {
@@ -90,9 +59,9 @@ func setFuture(t *testing.T, path string) {
 // the old directory removed.
 func configMapUpdate(t *testing.T, dir, old, next, content string) {
 	t.Helper()
-	mkdir(t, filepath.Join(dir, next))
-	writeInPlace(t, filepath.Join(dir, next, "members"), content)
-	repoint(t, next, filepath.Join(dir, "..data"))
+	fstest.Mkdir(t, filepath.Join(dir, next))
+	fstest.WriteInPlace(t, filepath.Join(dir, next, "members"), content)
+	fstest.Repoint(t, next, filepath.Join(dir, "..data"))
 	if err := os.RemoveAll(filepath.Join(dir, old)); err != nil {
 		t.Fatal(err)
 	}
@@ -150,10 +119,10 @@ func TestWatchSeesChanges(t *testing.T) {
 	}{{
 		name: "ConfigMap volume ..data swap",
 		setup: func(t *testing.T, dir string) string {
-			mkdir(t, filepath.Join(dir, "..2026_11_21_a"))
-			writeInPlace(t, filepath.Join(dir, "..2026_11_21_a", "members"), listA)
-			symlink(t, "..2026_11_21_a", filepath.Join(dir, "..data"))
-			symlink(t, "..data/members", filepath.Join(dir, "members"))
+			fstest.Mkdir(t, filepath.Join(dir, "..2026_11_21_a"))
+			fstest.WriteInPlace(t, filepath.Join(dir, "..2026_11_21_a", "members"), listA)
+			fstest.Symlink(t, "..2026_11_21_a", filepath.Join(dir, "..data"))
+			fstest.Symlink(t, "..data/members", filepath.Join(dir, "members"))
 			return filepath.Join(dir, "members")
 		},
 		steps: []watchStep{
@@ -170,17 +139,17 @@ func TestWatchSeesChanges(t *testing.T) {
 	}, {
 		name: "symlink chain into other directories, target edited there",
 		setup: func(t *testing.T, dir string) string {
-			mkdir(t, filepath.Join(dir, "etc"))
-			mkdir(t, filepath.Join(dir, "hop"))
-			mkdir(t, filepath.Join(dir, "data"))
-			writeInPlace(t, filepath.Join(dir, "data", "list"), listA)
-			symlink(t, filepath.Join(dir, "data", "list"), filepath.Join(dir, "hop", "link"))
-			symlink(t, "../hop/link", filepath.Join(dir, "etc", "members"))
+			fstest.Mkdir(t, filepath.Join(dir, "etc"))
+			fstest.Mkdir(t, filepath.Join(dir, "hop"))
+			fstest.Mkdir(t, filepath.Join(dir, "data"))
+			fstest.WriteInPlace(t, filepath.Join(dir, "data", "list"), listA)
+			fstest.Symlink(t, filepath.Join(dir, "data", "list"), filepath.Join(dir, "hop", "link"))
+			fstest.Symlink(t, "../hop/link", filepath.Join(dir, "etc", "members"))
 			return filepath.Join(dir, "etc", "members")
 		},
 		steps: []watchStep{
 			{name: "edited in place", want: wantB, do: func(t *testing.T, dir string) {
-				writeInPlace(t, filepath.Join(dir, "data", "list"), listB)
+				fstest.WriteInPlace(t, filepath.Join(dir, "data", "list"), listB)
 			}},
 			{name: "replaced by rename", want: wantC, do: func(t *testing.T, dir string) {
 				write(t, filepath.Join(dir, "data", "list"), listC)
@@ -189,16 +158,16 @@ func TestWatchSeesChanges(t *testing.T) {
 	}, {
 		name: "symlink re-pointed into another directory, then target edited there",
 		setup: func(t *testing.T, dir string) string {
-			mkdir(t, filepath.Join(dir, "old"))
-			writeInPlace(t, filepath.Join(dir, "old", "list"), listA)
-			symlink(t, filepath.Join(dir, "old", "list"), filepath.Join(dir, "members"))
+			fstest.Mkdir(t, filepath.Join(dir, "old"))
+			fstest.WriteInPlace(t, filepath.Join(dir, "old", "list"), listA)
+			fstest.Symlink(t, filepath.Join(dir, "old", "list"), filepath.Join(dir, "members"))
 			return filepath.Join(dir, "members")
 		},
 		steps: []watchStep{
 			{name: "re-pointed", want: wantB, do: func(t *testing.T, dir string) {
-				mkdir(t, filepath.Join(dir, "new"))
-				writeInPlace(t, filepath.Join(dir, "new", "list"), listB)
-				repoint(t, filepath.Join(dir, "new", "list"), filepath.Join(dir, "members"))
+				fstest.Mkdir(t, filepath.Join(dir, "new"))
+				fstest.WriteInPlace(t, filepath.Join(dir, "new", "list"), listB)
+				fstest.Repoint(t, filepath.Join(dir, "new", "list"), filepath.Join(dir, "members"))
 			}},
 			{name: "new target edited", want: wantC, do: func(t *testing.T, dir string) {
 				write(t, filepath.Join(dir, "new", "list"), listC)
@@ -213,21 +182,21 @@ func TestWatchSeesChanges(t *testing.T) {
 		steps: []watchStep{
 			{name: "replaced by a file dated an hour ahead", want: wantB, do: func(t *testing.T, dir string) {
 				tmp := filepath.Join(dir, ".members.tmp")
-				writeInPlace(t, tmp, listB)
+				fstest.WriteInPlace(t, tmp, listB)
 				setFuture(t, tmp)
 				if err := os.Rename(tmp, filepath.Join(dir, "members")); err != nil {
 					t.Fatal(err)
 				}
 			}},
 			{name: "edited in place, dated ahead again", want: wantC, do: func(t *testing.T, dir string) {
-				writeInPlace(t, filepath.Join(dir, "members"), listC)
+				fstest.WriteInPlace(t, filepath.Join(dir, "members"), listC)
 				setFuture(t, filepath.Join(dir, "members"))
 			}},
 		},
 	}, {
 		name: "directory removed and re-created at once",
 		setup: func(t *testing.T, dir string) string {
-			mkdir(t, filepath.Join(dir, "list"))
+			fstest.Mkdir(t, filepath.Join(dir, "list"))
 			writeSettled(t, filepath.Join(dir, "list", "members"), listA)
 			return filepath.Join(dir, "list", "members")
 		},
@@ -236,7 +205,7 @@ func TestWatchSeesChanges(t *testing.T) {
 				if err := os.RemoveAll(filepath.Join(dir, "list")); err != nil {
 					t.Fatal(err)
 				}
-				mkdir(t, filepath.Join(dir, "list"))
+				fstest.Mkdir(t, filepath.Join(dir, "list"))
 				write(t, filepath.Join(dir, "list", "members"), listB)
 			}},
 			{name: "then edited", want: wantC, do: func(t *testing.T, dir string) {
@@ -246,7 +215,7 @@ func TestWatchSeesChanges(t *testing.T) {
 	}, {
 		name: "directory removed, re-created later",
 		setup: func(t *testing.T, dir string) string {
-			mkdir(t, filepath.Join(dir, "list"))
+			fstest.Mkdir(t, filepath.Join(dir, "list"))
 			writeSettled(t, filepath.Join(dir, "list", "members"), listA)
 			return filepath.Join(dir, "list", "members")
 		},
@@ -257,7 +226,7 @@ func TestWatchSeesChanges(t *testing.T) {
 				}
 			}},
 			{name: "mkdir, write", want: wantB, do: func(t *testing.T, dir string) {
-				mkdir(t, filepath.Join(dir, "list"))
+				fstest.Mkdir(t, filepath.Join(dir, "list"))
 				write(t, filepath.Join(dir, "list", "members"), listB)
 			}},
 			{name: "then edited", want: wantC, do: func(t *testing.T, dir string) {
@@ -344,13 +313,13 @@ func TestWatchReadsAFileRenamedOverItAtOnce(t *testing.T) {
 	watch(t, s)
 
 	tmp := filepath.Join(dir, ".members.tmp")
-	writeInPlace(t, tmp, listB)
+	fstest.WriteInPlace(t, tmp, listB)
 	if err := os.Rename(tmp, path); err != nil {
 		t.Fatal(err)
 	}
 	waitFor(t, s, watchDeadline, "a file renamed over the list", func() bool { return current(s) == wantB })
 
-	writeInPlace(t, path, listC)
+	fstest.WriteInPlace(t, path, listC)
 	waitFor(t, s, watchDeadline, "the watch noticing a write in place", s.watch.Pending)
 	if current(s) != wantB {
 		t.Fatalf("a write in place was read before the directory settled: list %q", current(s))

@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/etcdlet/etcdlet/internal/fstest"
 )
 
 // contents are large enough that a write takes several syscalls, so a kill
@@ -135,7 +137,7 @@ func TestWriteReplacesThePathItself(t *testing.T) {
 			if err := os.WriteFile(target, []byte(theirs), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			symlink(t, target, path)
+			fstest.Symlink(t, target, path)
 		}, check: func(t *testing.T, outside string) {
 			target := filepath.Join(outside, "target")
 			got, err := os.ReadFile(target)
@@ -145,14 +147,14 @@ func TestWriteReplacesThePathItself(t *testing.T) {
 			}
 		}},
 		{name: "dangling symlink", place: func(t *testing.T, path, outside string) {
-			symlink(t, filepath.Join(outside, "nowhere"), path)
+			fstest.Symlink(t, filepath.Join(outside, "nowhere"), path)
 		}, check: func(t *testing.T, outside string) {
 			if _, err := os.Lstat(filepath.Join(outside, "nowhere")); !errors.Is(err, fs.ErrNotExist) {
 				t.Errorf("a file was created where the symlink pointed: %v", err)
 			}
 		}},
 		{name: "symlink to a directory", place: func(t *testing.T, path, outside string) {
-			symlink(t, outside, path)
+			fstest.Symlink(t, outside, path)
 		}, check: func(t *testing.T, outside string) {
 			if entries, err := os.ReadDir(outside); err != nil || len(entries) != 0 {
 				t.Errorf("something was written into the directory the symlink pointed to: %v, %v", entries, err)
@@ -204,12 +206,5 @@ func TestWriteReplacesThePathItself(t *testing.T) {
 				t.Errorf("temporary files left: %v", leftovers)
 			}
 		})
-	}
-}
-
-func symlink(t *testing.T, target, path string) {
-	t.Helper()
-	if err := os.Symlink(target, path); err != nil {
-		t.Fatal(err)
 	}
 }

@@ -1,35 +1,15 @@
 package filewatch
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fsnotify/fsnotify"
+
+	"github.com/etcdlet/etcdlet/internal/fstest"
 )
-
-func mkdir(t *testing.T, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func symlink(t *testing.T, target, link string) {
-	t.Helper()
-	if err := os.Symlink(target, link); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func writeInPlace(t *testing.T, path, content string) {
-	t.Helper()
-	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func TestResolve(t *testing.T) {
 	// resolve returns real paths; the temporary directory may not be one.
@@ -37,15 +17,15 @@ func TestResolve(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	mkdir(t, filepath.Join(dir, "cm", "..ts1"))
-	writeInPlace(t, filepath.Join(dir, "cm", "..ts1", "members"), "192.0.2.1\n")
-	symlink(t, "..ts1", filepath.Join(dir, "cm", "..data"))
-	symlink(t, "..data/members", filepath.Join(dir, "cm", "members"))
-	mkdir(t, filepath.Join(dir, "a", "b"))
-	symlink(t, "b/../../cm/members", filepath.Join(dir, "a", "up"))
-	symlink(t, "loop2", filepath.Join(dir, "a", "loop1"))
-	symlink(t, "loop1", filepath.Join(dir, "a", "loop2"))
-	writeInPlace(t, filepath.Join(dir, "a", "file"), "192.0.2.1\n")
+	fstest.Mkdir(t, filepath.Join(dir, "cm", "..ts1"))
+	fstest.WriteInPlace(t, filepath.Join(dir, "cm", "..ts1", "members"), "192.0.2.1\n")
+	fstest.Symlink(t, "..ts1", filepath.Join(dir, "cm", "..data"))
+	fstest.Symlink(t, "..data/members", filepath.Join(dir, "cm", "members"))
+	fstest.Mkdir(t, filepath.Join(dir, "a", "b"))
+	fstest.Symlink(t, "b/../../cm/members", filepath.Join(dir, "a", "up"))
+	fstest.Symlink(t, "loop2", filepath.Join(dir, "a", "loop1"))
+	fstest.Symlink(t, "loop1", filepath.Join(dir, "a", "loop2"))
+	fstest.WriteInPlace(t, filepath.Join(dir, "a", "file"), "192.0.2.1\n")
 
 	tests := []struct {
 		name    string
