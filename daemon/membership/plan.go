@@ -631,15 +631,16 @@ func first(s []string) string {
 	return s[0]
 }
 
-// Silent lists the listed members that do not take part in the
-// cluster's raft as themselves (down, cut off, or answering as someone
-// else): the agents wait for them and never remove them while they are
-// listed, which is right for a host that comes back and wrong for one
-// gone for good; only taking its IP off the list lets them go.
+// Silent lists the listed members that ran and no longer take part in
+// the cluster's raft as themselves (down, cut off, or answering as
+// someone else): the agents wait for them and never remove them while
+// they are listed, which is right for a host that comes back and wrong
+// for one gone for good; only taking its IP off the list lets them go. A
+// member added and not started yet is a join in progress, not silent.
 func Silent(desired []identity.Member, obs Observation) []identity.Member {
 	var out []identity.Member
 	for _, p := range Match(desired, obs.Members).Matched {
-		if !p.Member.InRaft() {
+		if p.Member.Started() && !p.Member.InRaft() {
 			out = append(out, p.Desired)
 		}
 	}

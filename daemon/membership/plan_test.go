@@ -2,6 +2,7 @@ package membership
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -344,5 +345,25 @@ func TestMatchNeverByPosition(t *testing.T) {
 	}
 	if len(m.Extra) != 1 || m.Extra[0].ID != 9 {
 		t.Errorf("extra = %+v", m.Extra)
+	}
+}
+
+// Silent names the listed members that ran and do not answer now; a
+// member added and not started yet is a join, and an unlisted one is not
+// waited for.
+func TestSilent(t *testing.T) {
+	obs := Observation{ClusterID: 1, Members: []Member{
+		member("192.0.2.1", 1),
+		member("192.0.2.2", 2, down),
+		member("2001:db8::3", 3, learner, down),
+		member("192.0.2.4", 4, learner, unstarted),
+		member("192.0.2.9", 9, down),
+	}}
+	var got []string
+	for _, m := range Silent(desired("192.0.2.1", "192.0.2.2", "2001:db8::3", "192.0.2.4", "192.0.2.5"), obs) {
+		got = append(got, m.IP.String())
+	}
+	if want := []string{"192.0.2.2", "2001:db8::3"}; !slices.Equal(got, want) {
+		t.Errorf("Silent = %v, want %v", got, want)
 	}
 }
