@@ -212,6 +212,7 @@ func (p *Pool) NewMulti(endpoints []string) (*clientv3.Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("create etcd client for %v: %w", endpoints, err)
 	}
+	c.Lease = quietLease{Lease: c.Lease, attemptTimeout: p.dialTimeout + time.Second}
 	return c, nil
 }
 
