@@ -19,6 +19,7 @@ const (
 	DefaultStateDir          = "/var/lib/etcdlet/agent"
 	DefaultAgentListen       = "127.0.0.1:9479"
 	DefaultReconcileInterval = 5 * time.Second
+	DefaultIdleInterval      = 30 * time.Second
 	DefaultCallTimeout       = 2 * time.Second
 	DefaultLockTTL           = 15 * time.Second
 	DefaultAgentPeerPort     = 2382
@@ -209,8 +210,12 @@ type Agent struct {
 	// added it as a learner. TLS with etcd.tls.peer when that is set.
 	PeerPort          int           `yaml:"peerPort"`
 	ReconcileInterval time.Duration `yaml:"reconcileInterval"`
-	CallTimeout       time.Duration `yaml:"callTimeout"`
-	LockTTL           time.Duration `yaml:"lockTTL"`
+	// IdleInterval is the time between passes once the node is settled:
+	// membership matches the list, every member a healthy voter, nothing
+	// planned. Any event still triggers a pass at once.
+	IdleInterval time.Duration `yaml:"idleInterval"`
+	CallTimeout  time.Duration `yaml:"callTimeout"`
+	LockTTL      time.Duration `yaml:"lockTTL"`
 	// LearnerTimeout is how long a learner may stay unpromoted before the
 	// writer removes it: it holds etcd's single learner slot meanwhile.
 	LearnerTimeout time.Duration `yaml:"learnerTimeout"`
@@ -294,6 +299,7 @@ func (c *Config) applyDefaults(explicit map[string]bool) {
 	setDefault(&c.Agent.LogLevel, DefaultLogLevel)
 	setDefault(&c.Agent.LogFormat, DefaultLogFormat)
 	setUnlessExplicit(explicit, "agent.reconcileInterval", &c.Agent.ReconcileInterval, DefaultReconcileInterval)
+	setUnlessExplicit(explicit, "agent.idleInterval", &c.Agent.IdleInterval, max(DefaultIdleInterval, c.Agent.ReconcileInterval))
 	setUnlessExplicit(explicit, "agent.callTimeout", &c.Agent.CallTimeout, DefaultCallTimeout)
 	setUnlessExplicit(explicit, "agent.lockTTL", &c.Agent.LockTTL, DefaultLockTTL)
 	setUnlessExplicit(explicit, "agent.peerPort", &c.Agent.PeerPort, DefaultAgentPeerPort)

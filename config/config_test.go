@@ -238,6 +238,13 @@ func TestValidationRules(t *testing.T) {
 		{"metrics wildcard on the agent peer port", base + "etcd:\n  listenMetricsURL: https://0.0.0.0:2382\n", []string{
 			`agent.peerPort: 2382: must not overlap the etcd metrics listener 0.0.0.0:2382: no two listeners may use the same port on the same address or a wildcard one`,
 		}},
+		{"idle interval below the reconcile interval", base + "agent:\n  reconcileInterval: 10s\n  idleInterval: 5s\n", []string{
+			`agent.idleInterval: "5s": must be between agent.reconcileInterval (10s) and 5m`,
+		}},
+		{"idle interval too long", base + "agent:\n  idleInterval: 6m\n", []string{
+			`agent.idleInterval: "6m0s": must be between agent.reconcileInterval (5s) and 5m`,
+		}},
+		{"a long reconcile interval moves the idle default along", base + "agent:\n  reconcileInterval: 1m\n", nil},
 		{"learner timeout too short", base + "agent:\n  learnerTimeout: 1s\n", []string{
 			`agent.learnerTimeout: "1s": must be at least 5s: a learner needs time to catch up`,
 		}},

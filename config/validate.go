@@ -267,6 +267,9 @@ func (c *Config) validateAgent(errs *Errors) {
 	if a.ReconcileInterval < 100*time.Millisecond {
 		errs.add("agent.reconcileInterval", a.ReconcileInterval, "must be at least 100ms")
 	}
+	if a.IdleInterval < a.ReconcileInterval || a.IdleInterval > 5*time.Minute {
+		errs.add("agent.idleInterval", a.IdleInterval, "must be between agent.reconcileInterval (%s) and 5m", a.ReconcileInterval)
+	}
 	if a.LockTTL < 5*time.Second || a.LockTTL%time.Second != 0 {
 		errs.add("agent.lockTTL", a.LockTTL, "must be whole seconds, at least 5s (an etcd lease TTL)")
 	}

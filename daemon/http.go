@@ -117,8 +117,11 @@ func (h *healthState) read() (started, lastPass time.Time, configErr error) {
 
 // staleAfter is how old the last pass may be before the loop counts as
 // stuck: a pass can take a few call timeouts (observe, then re-observe and
-// act under the lock); a loop silent for much longer is wedged.
-func staleAfter(a config.Agent) time.Duration { return 3*a.ReconcileInterval + 10*a.CallTimeout }
+// act under the lock), and a settled node passes only every idle
+// interval; a loop silent for much longer is wedged.
+func staleAfter(a config.Agent) time.Duration {
+	return 3*max(a.ReconcileInterval, a.IdleInterval) + 10*a.CallTimeout
+}
 
 // serveHTTP serves /metrics, /healthz, /readyz, /pacemaker and /tasks on
 // the agent listener (https with client certificates when agent.listenTLS
@@ -172,18 +175,21 @@ func (a *Agent) alive(now time.Time) (bool, string) {
 // answer) leaves the answer to the last pass.
 const readyWait = 800 * time.Millisecond
 
-// readyNow is /readyz at asked. "Ready" is answered from the last pass
-// at once: it is the common case, and the loop's passes keep it current.
-// "Not ready" is asked again of a pass that begins after the request, so
-// that /readyz does not lag a change that etcdlet status (its own look,
-// made at once) already shows: when the status --wait of a rolling
-// restart returns 0, the node's readiness must not say "not ready" for up
-// to a reconcile interval more. Requests that arrive together share one
-// pass, and passes never overlap, so probes cannot pile work up; a pass
-// keeps its own delays (a member's restart backoff) whenever it runs.
+// readyNow is /readyz at asked. "Ready" from a pass younger than the
+// reconcile interval is answered at once: it is the common case. Any
+// other answer is asked again of a pass that begins after the request:
+// "not ready", so that /readyz does not lag a change that etcdlet status
+// (its own look, made at once) already shows: when the status --wait of a
+// rolling restart returns 0, the node's readiness must not say "not
+// ready" for up to a reconcile interval more; and an older "ready" (a
+// settled node passes only every idle interval), so that a member that
+// failed meanwhile is not called ready for longer than it was before the
+// loop slowed down. Requests that arrive together share one pass, and
+// passes never overlap, so probes cannot pile work up; a pass keeps its
+// own delays (a member's restart backoff) whenever it runs.
 func (a *Agent) readyNow(ctx context.Context, asked time.Time) node.Readiness {
 	r := a.ready(asked)
-	if r.Ready {
+	if _, last, _ := a.health.read(); r.Ready && asked.Sub(last) < a.cfg.Agent.ReconcileInterval {
 		return r
 	}
 	select {

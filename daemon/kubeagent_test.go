@@ -82,7 +82,7 @@ func startKubeAgent(t *testing.T, env *envtest.Env, namespace, nodeIP string, ru
 		fmt.Fprintf(&b, "node:\n  address: %s\n", nodeIP)
 		fmt.Fprintf(&b, "etcd:\n  dataDir: %s\n  clientPort: %d\n  peerPort: %d\n  listenMetricsURL: http://%s\n",
 			filepath.Join(dir, "data"), clientPort, peerPort, net.JoinHostPort(nodeIP, strconv.Itoa(metricsPort)))
-		fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: %q\n  peerPort: %d\n  reconcileInterval: 500ms\n  callTimeout: 1s\n",
+		fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: %q\n  peerPort: %d\n  reconcileInterval: 500ms\n  idleInterval: 500ms\n  callTimeout: 1s\n",
 			filepath.Join(dir, "state"), net.JoinHostPort(nodeIP, "0"), agentPeerPort)
 		fmt.Fprintf(&b, "kubernetes:\n  kubeconfig: %s\n  callTimeout: 5s\n  etcd: {namespace: %s, name: etcd-main}\n", kubeconfig, namespace)
 		cfg, err := config.Parse([]byte(b.String()))

@@ -106,6 +106,7 @@ const (
 	netCertsAutoRenew
 	netClusterList
 	netSurvivors
+	netIdle
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

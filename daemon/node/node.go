@@ -133,6 +133,7 @@ type Node struct {
 	exits        int               // consecutive failed starts and exits of the local member
 	restartAfter time.Time         // no restart before this (crash-loop backoff)
 	settling     int               // passes since the last progress, for settle()
+	calmPasses   int               // settled passes in a row, for pace()
 	applied      bool              // the local decision was carried out once (for READY)
 	listDigest   string            // the list this node acts on (membership.ListDigest)
 	listInForce  time.Time         // since when it is (the removal hold-down)
@@ -217,6 +218,7 @@ func (n *Node) Pass(ctx context.Context) time.Duration {
 	// binds is let go of: other nodes may be waiting on it.
 	n.releasePromise(ctx, snap)
 	if snap.waiting() {
+		n.calmPasses = 0
 		n.save()
 		return n.settle()
 	}
@@ -231,10 +233,11 @@ func (n *Node) Pass(ctx context.Context) time.Duration {
 	}
 	saved := n.save()
 	n.publish(snap)
-	if m := n.Metrics; m != nil && localOK && writeOK && saved {
+	ok := localOK && writeOK && saved
+	if m := n.Metrics; m != nil && ok {
 		m.LastSuccessfulPass.Set(float64(n.Now().UnixNano()) / 1e9)
 	}
-	return min(requeue, interval)
+	return n.pace(snap, min(requeue, interval), ok)
 }
 
 // Applied reports whether the local decision was carried out at least

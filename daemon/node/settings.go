@@ -35,10 +35,13 @@ type Settings struct {
 	MoveAsideWindow    time.Duration
 
 	ReconcileInterval time.Duration
-	CallTimeout       time.Duration
-	RemovalHoldDown   time.Duration
-	LockSection       time.Duration
-	LearnerTimeout    time.Duration
+	// IdleInterval is the wait between passes once the node is settled
+	// (pace); at most ReconcileInterval turns the slowing off.
+	IdleInterval    time.Duration
+	CallTimeout     time.Duration
+	RemovalHoldDown time.Duration
+	LockSection     time.Duration
+	LearnerTimeout  time.Duration
 }
 
 // SettingsFrom narrows a validated configuration to the node controller's
@@ -50,7 +53,7 @@ func SettingsFrom(cfg *config.Config) Settings {
 		Member:  runtime.SettingsFrom(cfg),
 		DataDir: cfg.Etcd.DataDir, DataDirMustBeMount: cfg.Etcd.DataDirMustBeMount,
 		MoveAsideLimit: cfg.Etcd.MoveAsideLimit, MoveAsideWindow: cfg.Etcd.MoveAsideWindow,
-		ReconcileInterval: cfg.Agent.ReconcileInterval, CallTimeout: cfg.Agent.CallTimeout,
+		ReconcileInterval: cfg.Agent.ReconcileInterval, IdleInterval: cfg.Agent.IdleInterval, CallTimeout: cfg.Agent.CallTimeout,
 		RemovalHoldDown: cfg.Agent.RemovalHoldDown, LockSection: cfg.Agent.LockSection(), LearnerTimeout: cfg.Agent.LearnerTimeout,
 	}
 	if cfg.Node.Address != "" {

@@ -62,8 +62,8 @@ func main() {
 		t.Fatalf("-keyspace %d: want 0 or more MiB", *keyspace)
 	}
 	fmt.Printf("etcdlet benchmark on loopback: %d join, leave and replace cycles per side, a keyspace of %d MiB, idle windows of %s\n", *runs, *keyspace, *idle)
-	fmt.Printf("agents run with etcdlet's defaults: agent.reconcileInterval %s, agent.logLevel %s, agent.logFormat %s, etcd.logLevel %s\n",
-		config.DefaultReconcileInterval, config.DefaultLogLevel, config.DefaultLogFormat, config.DefaultEtcdLogLevel)
+	fmt.Printf("agents run with etcdlet's defaults: agent.reconcileInterval %s, agent.idleInterval %s, agent.logLevel %s, agent.logFormat %s, etcd.logLevel %s\n",
+		config.DefaultReconcileInterval, config.DefaultIdleInterval, config.DefaultLogLevel, config.DefaultLogFormat, config.DefaultEtcdLogLevel)
 	fmt.Println("(set per agent: node.address, ports, listen addresses and directories, which place the agents but do not shape their work)")
 	fmt.Println()
 

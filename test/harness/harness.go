@@ -5,6 +5,7 @@
 package harness
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"net"
@@ -80,10 +81,16 @@ type Options struct {
 	Insecure string
 	// ReconcileInterval defaults to 2s.
 	ReconcileInterval time.Duration
+	// IdleInterval defaults to ReconcileInterval: the agents keep passing
+	// at that interval when settled. Tests that wait for an agent to
+	// notice what no event announces (a member killed behind its back)
+	// then wait as long as they always did; TestIdleAgentsSlowDown and the
+	// benchmark (Defaults) run with a longer one.
+	IdleInterval time.Duration
 	// Defaults runs the agents with etcdlet's own defaults for the agent
 	// settings that shape its speed and cost (agent.reconcileInterval,
-	// agent.logLevel, agent.logFormat), as the benchmark does;
-	// ReconcileInterval is then ignored. Logs are JSON all the same:
+	// agent.idleInterval, agent.logLevel, agent.logFormat), as the
+	// benchmark does; ReconcileInterval and IdleInterval are then ignored. Logs are JSON all the same:
 	// logFormat auto writes JSON when the output is not a terminal.
 	Defaults bool
 	// Addr, when set, gives agent n's address instead of 127.0.<Net>.<n>.
@@ -383,7 +390,8 @@ func (c *Cluster) WriteConfig(n int) {
 	fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: \"%s\"\n  peerPort: %d\n",
 		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), net.JoinHostPort(c.LocalIP(n), strconv.Itoa(c.Ports.Agent)), c.Ports.AgentPeer)
 	if !c.Opts.Defaults {
-		fmt.Fprintf(&b, "  reconcileInterval: %s\n  logFormat: json\n  logLevel: debug\n", c.Opts.ReconcileInterval)
+		fmt.Fprintf(&b, "  reconcileInterval: %s\n  idleInterval: %s\n  logFormat: json\n  logLevel: debug\n",
+			c.Opts.ReconcileInterval, cmp.Or(c.Opts.IdleInterval, c.Opts.ReconcileInterval))
 	}
 	if tls := c.Opts.TLS; tls != nil {
 		fmt.Fprintf(&b, "  etcdClientTLS: {certFile: %s, keyFile: %s, caFile: %s}\n", tls.ClientCert, tls.ClientKey, tls.CA)

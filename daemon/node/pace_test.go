@@ -1,0 +1,109 @@
+package node
+
+import (
+	"net/netip"
+	"testing"
+	"time"
+
+	"github.com/etcdlet/etcdlet/daemon/etcdclient"
+	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/localmember"
+	"github.com/etcdlet/etcdlet/daemon/membership"
+)
+
+func TestSettled(t *testing.T) {
+	scheme := identity.Scheme{Cluster: "etcd-main", PeerScheme: "https", ClientScheme: "https", PeerPort: 2380, ClientPort: 2379}
+	ident := func(ip string) identity.Member { return scheme.For(netip.MustParseAddr(ip)) }
+	self, other, third := ident("192.0.2.1"), ident("2001:db8::2"), ident("198.51.100.3")
+	member := func(d identity.Member, id uint64) membership.Member {
+		return membership.Member{ID: id, Name: d.Name, PeerURLs: []string{d.PeerURL}, ClientURLs: []string{d.ClientURL},
+			Health: membership.Health{Reachable: true, Leader: 2}}
+	}
+	// calm is a node whose two-member cluster matches its list.
+	calm := func(change func(s *Snapshot)) Snapshot {
+		s := Snapshot{List: []netip.Addr{self.IP, other.IP}, ListOK: true, Self: self, Desired: []identity.Member{self, other},
+			View: membership.View{Reached: true, Established: true,
+				Observation: membership.Observation{ClusterID: 0xc1, Pinned: 0xc1, LeaderID: 2, Members: []membership.Member{member(self, 1), member(other, 2)}}},
+			Decision: localmember.Decision{Kind: localmember.Keep}}
+		if change != nil {
+			change(&s)
+		}
+		return s
+	}
+	tests := []struct {
+		name   string
+		change func(s *Snapshot)
+		want   bool
+	}{
+		{"members are the list, healthy voters", nil, true},
+		{"no list in force", func(s *Snapshot) { s.ListOK = false }, false},
+		{"a list refused as orphaning", func(s *Snapshot) { s.Orphaning = "shares no address with the voters" }, false},
+		{"no quorum", func(s *Snapshot) { s.View.Reached = false }, false},
+		{"the local member is to be started", func(s *Snapshot) { s.Decision.Kind = localmember.Restart }, false},
+		{"the local member waits", func(s *Snapshot) { s.Decision.Kind = localmember.Wait }, false},
+		{"a listed node is no member yet", func(s *Snapshot) {
+			s.List, s.Desired = append(s.List, third.IP), append(s.Desired, third)
+		}, false},
+		{"a member that is not listed", func(s *Snapshot) { s.View.Members = append(s.View.Members, member(third, 3)) }, false},
+		{"a learner", func(s *Snapshot) { s.View.Members[1].IsLearner = true }, false},
+		{"a member that does not answer", func(s *Snapshot) {
+			s.View.Members[1].Health = membership.Health{Problem: "unreachable"}
+		}, false},
+		{"a member with an alarm", func(s *Snapshot) { s.View.Members[0].Health.Alarms = []string{"NOSPACE"} }, false},
+		{"an alarm in the cluster", func(s *Snapshot) {
+			s.View.Alarms = []etcdclient.Alarm{{MemberID: 9, Type: "NOSPACE"}}
+		}, false},
+		{"another cluster answers at a listed address", func(s *Snapshot) {
+			s.View.Foreign = []membership.Foreign{{Endpoint: "https://[2001:db8::2]:2379", ClusterID: 0xbad}}
+		}, false},
+		{"a planned change", func(s *Snapshot) {
+			s.Plan.Waiting = []membership.Wait{{Kind: membership.ActionAddLearner, Name: third.Name, Reason: membership.WaitListsDisagree}}
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := settled(calm(tt.change)); got != tt.want {
+				t.Errorf("settled = %v, want %v", got, tt.want)
+			}
+		})
+	}
+
+	t.Run("the loop slows only after calm passes in a row, and not for long", func(t *testing.T) {
+		n := &Node{Deps: Deps{Settings: Settings{ReconcileInterval: 5 * time.Second, IdleInterval: 30 * time.Second}}}
+		learner := calm(func(s *Snapshot) { s.View.Members[1].IsLearner = true })
+		steps := []struct {
+			snap Snapshot
+			next time.Duration
+			ok   bool
+			want time.Duration
+		}{
+			{calm(nil), 5 * time.Second, true, 5 * time.Second},
+			{calm(nil), 5 * time.Second, true, 5 * time.Second},
+			{calm(nil), 5 * time.Second, true, 30 * time.Second},
+			{calm(nil), 5 * time.Second, true, 30 * time.Second},
+			{learner, 5 * time.Second, true, 5 * time.Second}, // anything else: back at once
+			{calm(nil), 5 * time.Second, true, 5 * time.Second},
+			{calm(nil), 5 * time.Second, true, 5 * time.Second},
+			{calm(nil), 100 * time.Millisecond, true, 100 * time.Millisecond}, // a follow-up asked for
+			{calm(nil), 5 * time.Second, true, 5 * time.Second},
+			{calm(nil), 5 * time.Second, true, 5 * time.Second},
+			{calm(nil), 5 * time.Second, false, 5 * time.Second}, // a failed call or save
+			{calm(nil), 5 * time.Second, true, 5 * time.Second},
+			{calm(nil), 5 * time.Second, true, 5 * time.Second},
+			{calm(nil), 5 * time.Second, true, 30 * time.Second},
+		}
+		for i, s := range steps {
+			if got := n.pace(s.snap, s.next, s.ok); got != s.want {
+				t.Fatalf("pass %d: next pass in %s, want %s", i+1, got, s.want)
+			}
+		}
+	})
+	t.Run("an idle interval of the reconcile interval keeps the pace", func(t *testing.T) {
+		n := &Node{Deps: Deps{Settings: Settings{ReconcileInterval: 5 * time.Second}}}
+		for i := range 2 * settleAfter {
+			if got := n.pace(calm(nil), 5*time.Second, true); got != 5*time.Second {
+				t.Fatalf("pass %d: next pass in %s with no idle interval", i+1, got)
+			}
+		}
+	})
+}
