@@ -70,6 +70,7 @@ type Agent struct {
 	peer        *http.Server // the agent peer endpoint, once the node address is known
 	reloads     chan reloadRequest
 	fresh       chan struct{}            // /readyz asks for a pass (readyNow)
+	beat        heartbeat                // the loop's liveness, for the watchdog
 	wakes       *consent.Wakes           // wake-ups from other agents, coalesced
 	pacemaker   *pacemaker.Health        // nil unless pacemaker.enabled
 	report      *report.Reporting        // the kubernetes section; drops Events without it
@@ -241,14 +242,18 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 	})
 
-	watchdog := systemd.WatchdogInterval()
+	if watchdog := systemd.WatchdogInterval(); watchdog > 0 {
+		wg.Go(func() { a.feedWatchdog(loopCtx, watchdog) })
+	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
 	for {
+		a.beat.waiting()
 		select {
 		case <-ctx.Done():
 			return a.shutdown(srv, &wg, stop)
 		case req := <-a.reloads:
+			a.beat.working(time.Now())
 			req.reply <- a.applyReload(req.cfg)
 		case <-a.source.Changes():
 			// At once: no change follows a new list before every agent
@@ -265,10 +270,12 @@ func (a *Agent) Run(ctx context.Context) error {
 				continue
 			}
 		case req := <-a.restarts.C():
+			a.beat.working(time.Now())
 			a.restartMember(ctx, req)
 		case <-a.fresh:
 		case <-timer.C:
 		}
+		a.beat.working(time.Now())
 		began := time.Now()
 		next := a.node.Pass(ctx)
 		a.health.passed(began, time.Now())
@@ -277,9 +284,6 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.tasks.StartAPI(&wg, self.IP.String())
 		}
 		a.notify()
-		if watchdog > 0 {
-			next = min(next, watchdog)
-		}
 		resetTimer(timer, next)
 	}
 }
@@ -365,7 +369,6 @@ func (a *Agent) localMember(ctx context.Context) (druid.LocalMember, error) {
 // source was read. A members file that is there but still settling is not
 // "missing": its first read comes within moments, and the manifest with it.
 func (a *Agent) notify() {
-	a.notifier.Watchdog()
 	snap := a.node.Last()
 	status := statusLine(a.cfg.Cluster.Name, snap)
 	switch snap.Decision.Kind {

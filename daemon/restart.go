@@ -51,7 +51,7 @@ func (a *Agent) waitReleased(ctx context.Context) error {
 		case time.Now().After(deadline):
 			return fmt.Errorf("etcd still holds %s %s after the stop", a.cfg.Etcd.DataDir, memberrestart.ReleaseTimeout)
 		}
-		a.notifier.Watchdog()
+		a.beat.progressed(time.Now())
 		select {
 		case <-ctx.Done():
 			return ctx.Err()

@@ -91,13 +91,15 @@ func notifyEnv(socket string) func(int) []string {
 }
 
 // An agent run by "systemd" (a fake NOTIFY_SOCKET and WATCHDOG_USEC) says
-// READY=1 only once its manifest is in place, keeps the watchdog fed,
-// reports what it does in STATUS=, and says STOPPING=1 on SIGTERM.
+// READY=1 only once its manifest is in place, keeps the watchdog fed also
+// while it idles between passes for longer than WatchdogSec, reports what
+// it does in STATUS=, and says STOPPING=1 on SIGTERM.
 func TestSystemdNotifications(t *testing.T) {
 	t.Parallel()
 	etcd := harness.EtcdBinary(t)
 	socket := filepath.Join(t.TempDir(), "notify.sock")
-	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netNotify, StaticPod: etcd, Env: notifyEnv(socket)})
+	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{Net: netNotify, StaticPod: etcd, Env: notifyEnv(socket),
+		IdleInterval: 4 * watchdogTimeout})
 	f := listenNotify(t, socket, manifestPath(c, 1))
 
 	c.WriteMembers(1)
@@ -130,6 +132,8 @@ func TestSystemdNotifications(t *testing.T) {
 			t.Errorf("watchdog not pinged for %s (WatchdogSec=%s): systemd would restart etcdlet", gap, watchdogTimeout)
 		}
 	}
+	// The watchdog does not set the pace: the loop idles for longer.
+	awaitIdlePace(t, c, 2*watchdogTimeout, 1)
 
 	c.Agent(1).Signal(syscall.SIGTERM)
 	f.waitFor(t, 30*time.Second, "STOPPING=1")

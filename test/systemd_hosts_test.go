@@ -34,8 +34,9 @@ import (
 const unitMaxExposure = 2.3
 
 // unitTestWatchdog is host 2's WatchdogSec= (a drop-in): with the shipped
-// 30s a hang takes 30s to be noticed. Not shorter: the loop then pings
-// every 5s, and a slow pass on busy shared cores must not trip it. The
+// 30s a hang takes 30s to be noticed. Not shorter: the agent then pings
+// every 5s, only while its loop waits or made progress within those 5s,
+// and a slow pass on busy shared cores must not trip it. The
 // other hosts keep, and the test checks, the shipped value.
 const (
 	unitTestWatchdog    = "10s"

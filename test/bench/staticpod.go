@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
@@ -37,8 +38,9 @@ type staticPodFigures struct {
 	ready, readyFloor []time.Duration
 	// Idle cost: the agents alone (etcd in its own process), the etcd
 	// processes they manage, and the same etcd processes once the agents
-	// are stopped.
-	agents, etcd, etcdAlone usage
+	// are stopped; then the agents again, passing every reconcile
+	// interval however settled (agent.idleInterval set to it).
+	agents, etcd, etcdAlone, agentsUnpaced usage
 }
 
 // measureRenderWrite times rendering the manifest and writing it through
@@ -148,6 +150,8 @@ func awaitReady(t *tb, conn *net.UnixConn) {
 // processes they manage. Then it stops the agents (etcd keeps running
 // under the kubelet, as on a real node) and measures the same etcd
 // processes again without them: what the agent adds to etcd's own cost.
+// Last, it restarts the agents with agent.idleInterval at the reconcile
+// interval and measures them again: what the idle pace saves.
 func measureStaticPodIdle(t *tb, binary, dir string, idle time.Duration, f *staticPodFigures) {
 	c := harness.NewCluster(t, binary, dir, harness.Options{Net: netStaticPod, StaticPod: harness.EtcdBinary(t), Defaults: true,
 		Insecure: "the figures compare with the embedded runtime's, measured without TLS"})
@@ -157,7 +161,8 @@ func measureStaticPodIdle(t *tb, binary, dir string, idle time.Duration, f *stat
 		c.Start(n)
 	}
 	c.Wait(c.Client(), changeDeadline, 1, 2, 3)
-	time.Sleep(warmDown)
+	// Three settled passes before the agents slow down to their idle pace.
+	time.Sleep(warmDown + 3*config.DefaultReconcileInterval)
 	agents := agentPIDs(c, 1, 2, 3)
 	etcd := etcdPIDs(t, c)
 	both := idleUsage(t, append(slices.Clone(agents), etcd...), idle)
@@ -172,6 +177,15 @@ func measureStaticPodIdle(t *tb, binary, dir string, idle time.Duration, f *stat
 		t.Fatalf("etcd was restarted when the agents stopped (processes %v, then %v)", etcd, now)
 	}
 	f.etcdAlone = idleUsage(t, etcd, idle)
+
+	c.Opts.AgentConfig = fmt.Sprintf("  idleInterval: %s\n", config.DefaultReconcileInterval)
+	for n := 1; n <= 3; n++ {
+		c.WriteConfig(n)
+		c.Agent(n).Restart()
+	}
+	c.Wait(c.Client(), changeDeadline, 1, 2, 3)
+	time.Sleep(warmDown)
+	f.agentsUnpaced = idleUsage(t, agentPIDs(c, 1, 2, 3), idle)
 }
 
 func etcdPIDs(t *tb, c *harness.Cluster) []int {
