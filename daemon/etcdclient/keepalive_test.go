@@ -33,16 +33,7 @@ func (c *countedLease) KeepAliveOnce(ctx context.Context, id clientv3.LeaseID) (
 // answering for longer than the TTL.
 func TestKeepAliveRenewsAtAThirdOfTheTTL(t *testing.T) {
 	members := etcdtest.Start(t, 1)
-	pool, err := NewPool(config.TLSFiles{}, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	cli, err := pool.NewMulti(etcdtest.ClientURLs(members))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
+	cli := poolClient(t, etcdtest.ClientURLs(members))
 	counted := &countedLease{Lease: cli.Lease.(quietLease).Lease}
 	cli.Lease = quietLease{Lease: counted, attemptTimeout: 3 * time.Second}
 	ctx := context.Background()
@@ -127,16 +118,7 @@ func TestKeepAliveSurvivesAMemberThatStopsAnswering(t *testing.T) {
 	urls := etcdtest.ClientURLs(members)
 	silent := &freezingProxy{}
 	urls[0] = silent.start(t, urls[0])
-	pool, err := NewPool(config.TLSFiles{}, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(pool.Close)
-	cli, err := pool.NewMulti(urls)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cli.Close() })
+	cli := poolClient(t, urls)
 	cli.Lease = quietLease{Lease: cli.Lease.(quietLease).Lease, attemptTimeout: time.Second}
 	ctx := context.Background()
 	const ttl = 6 // seconds: a renewal every two
@@ -170,6 +152,22 @@ func TestKeepAliveSurvivesAMemberThatStopsAnswering(t *testing.T) {
 	if left, err := other.TimeToLive(ctx, lease.ID); err != nil || left.TTL <= 0 {
 		t.Fatalf("the lease expired (TTL left %v, %v)", left, err)
 	}
+}
+
+// poolClient is the client a pool makes for urls, closed with the test.
+func poolClient(t *testing.T, urls []string) *clientv3.Client {
+	t.Helper()
+	pool, err := NewPool(config.TLSFiles{}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	cli, err := pool.NewMulti(urls)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cli.Close() })
+	return cli
 }
 
 // freezingProxy forwards TCP to one address until frozen; then it keeps

@@ -1,35 +1,18 @@
 package node
 
 import (
-	"net/netip"
 	"testing"
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
-	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 )
 
 func TestSettled(t *testing.T) {
-	scheme := identity.Scheme{Cluster: "etcd-main", PeerScheme: "https", ClientScheme: "https", PeerPort: 2380, ClientPort: 2379}
-	ident := func(ip string) identity.Member { return scheme.For(netip.MustParseAddr(ip)) }
-	self, other, third := ident("192.0.2.1"), ident("2001:db8::2"), ident("198.51.100.3")
-	member := func(d identity.Member, id uint64) membership.Member {
-		return membership.Member{ID: id, Name: d.Name, PeerURLs: []string{d.PeerURL}, ClientURLs: []string{d.ClientURL},
-			Health: membership.Health{Reachable: true, Leader: 2}}
-	}
+	self, other, third := testIdentity("192.0.2.1"), testIdentity("2001:db8::2"), testIdentity("198.51.100.3")
 	// calm is a node whose two-member cluster matches its list.
-	calm := func(change func(s *Snapshot)) Snapshot {
-		s := Snapshot{List: []netip.Addr{self.IP, other.IP}, ListOK: true, Self: self, Desired: []identity.Member{self, other},
-			View: membership.View{Reached: true, Established: true,
-				Observation: membership.Observation{ClusterID: 0xc1, Pinned: 0xc1, LeaderID: 2, Members: []membership.Member{member(self, 1), member(other, 2)}}},
-			Decision: localmember.Decision{Kind: localmember.Keep}}
-		if change != nil {
-			change(&s)
-		}
-		return s
-	}
+	calm := func(change func(s *Snapshot)) Snapshot { return twoMemberPass(self, other, change) }
 	tests := []struct {
 		name   string
 		change func(s *Snapshot)
@@ -44,7 +27,7 @@ func TestSettled(t *testing.T) {
 		{"a listed node is no member yet", func(s *Snapshot) {
 			s.List, s.Desired = append(s.List, third.IP), append(s.Desired, third)
 		}, false},
-		{"a member that is not listed", func(s *Snapshot) { s.View.Members = append(s.View.Members, member(third, 3)) }, false},
+		{"a member that is not listed", func(s *Snapshot) { s.View.Members = append(s.View.Members, healthyMember(third, 3)) }, false},
 		{"a learner", func(s *Snapshot) { s.View.Members[1].IsLearner = true }, false},
 		{"a member that does not answer", func(s *Snapshot) {
 			s.View.Members[1].Health = membership.Health{Problem: "unreachable"}

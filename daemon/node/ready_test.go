@@ -14,32 +14,14 @@ import (
 )
 
 func TestReady(t *testing.T) {
-	scheme := identity.Scheme{Cluster: "etcd-main", PeerScheme: "https", ClientScheme: "https", PeerPort: 2380, ClientPort: 2379}
-	ident := func(ip string) identity.Member { return scheme.For(netip.MustParseAddr(ip)) }
-	self, other := ident("192.0.2.1"), ident("192.0.2.2")
-	member := func(d identity.Member, id uint64) membership.Member {
-		return membership.Member{ID: id, Name: d.Name, PeerURLs: []string{d.PeerURL}, ClientURLs: []string{d.ClientURL},
-			Health: membership.Health{Reachable: true, Leader: 2}}
-	}
-	view := func(members ...membership.Member) membership.View {
-		return membership.View{Reached: true, Established: true, Observation: membership.Observation{ClusterID: 0xc1, LeaderID: 2, Members: members}}
-	}
+	self, other := testIdentity("192.0.2.1"), testIdentity("192.0.2.2")
 	// snap is a pass of a node listed with the other, whose member is a
 	// healthy voter; each case changes what it is about.
-	snap := func(change func(s *Snapshot)) Snapshot {
-		s := Snapshot{List: []netip.Addr{self.IP, other.IP}, ListOK: true, Self: self, Desired: []identity.Member{self, other},
-			Runtime:  runtime.Status{Running: true},
-			View:     view(member(self, 1), member(other, 2)),
-			Decision: localmember.Decision{Kind: localmember.Keep}}
-		if change != nil {
-			change(&s)
-		}
-		return s
-	}
+	snap := func(change func(s *Snapshot)) Snapshot { return twoMemberPass(self, other, change) }
 	notListed := func(s *Snapshot) {
 		s.List, s.Desired = []netip.Addr{other.IP}, []identity.Member{other}
 		s.Runtime = runtime.Status{}
-		s.View = view(member(other, 2))
+		s.View = reachedView(healthyMember(other, 2))
 		s.Decision = localmember.Decision{Kind: localmember.Idle, Reason: "this node's address is not in the member list"}
 	}
 	stale := 30 * time.Second
@@ -106,54 +88,54 @@ func TestReady(t *testing.T) {
 			})}, code: NotReadyUnreachable, why: "no endpoint answered); local decision: wait: a bootstrap needs"},
 		{name: "listed, not added yet",
 			in: ReadyInputs{Passed: true, Last: snap(func(s *Snapshot) {
-				s.Runtime, s.View = runtime.Status{}, view(member(other, 2))
+				s.Runtime, s.View = runtime.Status{}, reachedView(healthyMember(other, 2))
 				s.Decision = localmember.Decision{Kind: localmember.Wait, Reason: "not a member yet; waiting to be added as a learner"}
 			})}, code: NotReadyNotMember, why: "is not a member yet (local decision: wait: not a member yet"},
 		{name: "listed, and a safety rule holds the member back",
 			in: ReadyInputs{Passed: true, Last: snap(func(s *Snapshot) {
-				s.Runtime, s.View = runtime.Status{}, view(member(other, 2))
+				s.Runtime, s.View = runtime.Status{}, reachedView(healthyMember(other, 2))
 				s.Decision = localmember.Decision{Kind: localmember.Refuse, Reason: "the data dir was moved aside 3 times", Refusal: localmember.RefuseMovesAside}
 			})}, code: NotReadyLocalRefusing, why: "refuse: the data dir was moved aside 3 times"},
 		{name: "listed, another name holds the peer URL",
 			in: ReadyInputs{Passed: true, Last: snap(func(s *Snapshot) {
-				m := member(self, 1)
+				m := healthyMember(self, 1)
 				m.Name = "infra1"
-				s.Runtime, s.View = runtime.Status{}, view(m, member(other, 2))
+				s.Runtime, s.View = runtime.Status{}, reachedView(m, healthyMember(other, 2))
 				s.Decision = localmember.Decision{Kind: localmember.Wait, Reason: "resolve by hand", Refusal: localmember.RefusePeerURLTaken}
 			})}, code: NotReadyLocalRefusing, why: `member "infra1" of the cluster holds this node's peer URL`},
 		{name: "listed, removed by someone, still running",
 			in: ReadyInputs{Passed: true, Last: snap(func(s *Snapshot) {
-				s.View = view(member(other, 2))
+				s.View = reachedView(healthyMember(other, 2))
 				s.Decision = localmember.Decision{Kind: localmember.StopRemoved, Reason: "member 1 is no longer in the cluster (removed)"}
 			})}, code: NotReadyRemoved, why: "was removed from the cluster"},
 		{name: "a learner not promoted yet",
 			in: ReadyInputs{Passed: true, Last: snap(func(s *Snapshot) {
-				m := member(self, 1)
+				m := healthyMember(self, 1)
 				m.IsLearner = true
-				s.View = view(m, member(other, 2))
+				s.View = reachedView(m, healthyMember(other, 2))
 			})}, code: NotReadyLearner, why: "is a learner, not promoted yet"},
 		{name: "a learner that has not started",
 			in: ReadyInputs{Passed: true, Last: snap(func(s *Snapshot) {
-				s.View = view(membership.Member{ID: 1, PeerURLs: []string{self.PeerURL}, IsLearner: true, Health: membership.Health{Problem: "not started: connection refused"}}, member(other, 2))
+				s.View = reachedView(membership.Member{ID: 1, PeerURLs: []string{self.PeerURL}, IsLearner: true, Health: membership.Health{Problem: "not started: connection refused"}}, healthyMember(other, 2))
 				s.Decision = localmember.Decision{Kind: localmember.Join, Reason: "member 1 was added for this node; joining"}
 			})}, code: NotReadyLearner, why: "not promoted yet: not started: connection refused"},
 		{name: "the local member does not answer",
 			in: ReadyInputs{Passed: true, Last: snap(func(s *Snapshot) {
-				m := member(self, 1)
+				m := healthyMember(self, 1)
 				m.Health = membership.Health{Problem: "no answer within 2s"}
-				s.View = view(m, member(other, 2))
+				s.View = reachedView(m, healthyMember(other, 2))
 			})}, code: NotReadyUnhealthy, why: "not ready: local member etcd-main-192.0.2.1 is unhealthy: no answer within 2s"},
 		{name: "the local endpoint answers as another cluster's member",
 			in: ReadyInputs{Passed: true, Last: snap(func(s *Snapshot) {
-				m := member(self, 1)
+				m := healthyMember(self, 1)
 				m.Health.Problem, m.Health.WrongIdentity = "answers for cluster bad, not c1", true
-				s.View = view(m, member(other, 2))
+				s.View = reachedView(m, healthyMember(other, 2))
 			})}, code: NotReadyUnhealthy, why: "answers for cluster bad"},
 		{name: "an alarm",
 			in: ReadyInputs{Passed: true, Last: snap(func(s *Snapshot) {
-				m := member(self, 1)
+				m := healthyMember(self, 1)
 				m.Health.Alarms = []string{"NOSPACE"}
-				s.View = view(m, member(other, 2))
+				s.View = reachedView(m, healthyMember(other, 2))
 			})}, code: NotReadyAlarm, why: "raised alarm NOSPACE"},
 	}
 	for _, tt := range tests {
