@@ -225,9 +225,13 @@ func TestKeeperFollowsTheList(t *testing.T) {
 		t.Fatal(err)
 	}
 	wantCopy("127.0.0.2")
-	if err := k.Err(); err != nil {
-		t.Errorf("a good list is in force, but Err() = %v", err)
-	}
+	// The copy is written before Err is cleared: wait for both.
+	eventually.Nil(t, 10*time.Second, "a good list in force clears the refusal", func() error {
+		if err := k.Err(); err != nil {
+			return fmt.Errorf("Err() = %v", err)
+		}
+		return nil
+	})
 	if _, err := cli.Delete(ctx, etcdclient.MemberListKey(clusterID)); err != nil {
 		t.Fatal(err)
 	}
