@@ -16,6 +16,7 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
@@ -46,6 +47,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
 	"github.com/etcdlet/etcdlet/daemon/task"
 	"github.com/etcdlet/etcdlet/daemon/tasks"
+	"github.com/etcdlet/etcdlet/internal/exepages"
 	"github.com/etcdlet/etcdlet/systemd"
 )
 
@@ -135,6 +137,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 		OnMoveAside: func(to, reason string) {
 			events.Eventf(corev1.EventTypeWarning, kube.ReasonDataDirMovedAside, "data dir %s moved aside to %s (kept, not deleted): %s", cfg.Etcd.DataDir, to, reason)
 		},
+		OnSettled: func() { settled(log, cfg.Agent.IdleInterval) },
 	}, st)
 	c.peers.self = func() netip.Addr { return a.node.Self().IP }
 	// The tasks' etcd endpoints are the client URLs of the members of the
@@ -435,4 +438,17 @@ func resetTimer(t *time.Timer, d time.Duration) {
 		}
 	}
 	t.Reset(d)
+}
+
+// settled says that the agent slows to its idle pace, and gives back what
+// it no longer uses: the pages of its executable that starting and the
+// last change touched (exepages), and the heap's free pages, which the
+// runtime would otherwise return only over minutes.
+func settled(log *slog.Logger, idle time.Duration) {
+	debug.FreeOSMemory()
+	released, err := exepages.Release()
+	if err != nil {
+		log.Warn("cannot give back the executable's pages", "error", err)
+	}
+	log.Info("node settled: a pass every agent.idleInterval until something changes", "idleInterval", idle.String(), "releasedKiB", released>>10)
 }

@@ -28,6 +28,13 @@ func TestIdleAgentsSlowDown(t *testing.T) {
 		o.IdleInterval = idle
 	})
 	awaitIdlePace(t, c, idle/2, 1, 2, 3)
+	// Settling, each agent said so and gave back the pages of its
+	// executable that starting touched.
+	for _, n := range seq(1, 3) {
+		if released := settledReleases(c.Agent(n)); len(released) == 0 || released[0] <= 0 {
+			t.Errorf("agent %d settled; its log says it gave back %v KiB of its executable's pages, want some", n, released)
+		}
+	}
 
 	// Right after agent 3's pass: its next one is an idle interval away.
 	a := c.Agent(3)
@@ -56,6 +63,19 @@ func TestIdleAgentsSlowDown(t *testing.T) {
 	c.WriteConfig(4)
 	c.Start(4)
 	c.Wait(cli, idle/2, 1, 2, 3, 4)
+}
+
+// settledReleases are the KiB given back by each settling the agent
+// logged.
+func settledReleases(a *harness.Agent) []float64 {
+	var kib []float64
+	for _, e := range a.LogEntries() {
+		if e["msg"] == "node settled: a pass every agent.idleInterval until something changes" {
+			v, _ := e["releasedKiB"].(float64)
+			kib = append(kib, v)
+		}
+	}
+	return kib
 }
 
 // awaitIdlePace waits until each agent runs at most one pass in a window

@@ -105,6 +105,9 @@ type Deps struct {
 	// to, and why). The agent turns them into Kubernetes Events.
 	OnChange    func(membership.Action, etcdclient.Result)
 	OnMoveAside func(to, reason string)
+	// OnSettled, when set, hears when the loop slows to its idle pace:
+	// the node is settled, and the work that got it there is done.
+	OnSettled func()
 	// Policy is the retry policy of membership calls; the agent's default
 	// when zero. Its Failed is the node's own (it counts failed attempts).
 	Policy etcdclient.Policy

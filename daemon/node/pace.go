@@ -30,6 +30,9 @@ func (n *Node) pace(snap Snapshot, next time.Duration, ok bool) time.Duration {
 	if n.calmPasses < settleAfter {
 		return next
 	}
+	if n.calmPasses == settleAfter && n.OnSettled != nil {
+		n.OnSettled()
+	}
 	return max(next, n.Settings.IdleInterval)
 }
 

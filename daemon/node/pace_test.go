@@ -51,33 +51,40 @@ func TestSettled(t *testing.T) {
 		})
 	}
 
-	t.Run("the loop slows only after calm passes in a row, and not for long", func(t *testing.T) {
-		n := &Node{Deps: Deps{Settings: Settings{ReconcileInterval: 5 * time.Second, IdleInterval: 30 * time.Second}}}
+	t.Run("the loop slows only after calm passes in a row, says so once, and not for long", func(t *testing.T) {
+		heard := 0
+		n := &Node{Deps: Deps{Settings: Settings{ReconcileInterval: 5 * time.Second, IdleInterval: 30 * time.Second},
+			OnSettled: func() { heard++ }}}
 		learner := calm(func(s *Snapshot) { s.View.Members[1].IsLearner = true })
 		steps := []struct {
-			snap Snapshot
-			next time.Duration
-			ok   bool
-			want time.Duration
+			snap    Snapshot
+			next    time.Duration
+			ok      bool
+			want    time.Duration
+			settles bool // OnSettled is heard on this pass
 		}{
-			{calm(nil), 5 * time.Second, true, 5 * time.Second},
-			{calm(nil), 5 * time.Second, true, 5 * time.Second},
-			{calm(nil), 5 * time.Second, true, 30 * time.Second},
-			{calm(nil), 5 * time.Second, true, 30 * time.Second},
-			{learner, 5 * time.Second, true, 5 * time.Second}, // anything else: back at once
-			{calm(nil), 5 * time.Second, true, 5 * time.Second},
-			{calm(nil), 5 * time.Second, true, 5 * time.Second},
-			{calm(nil), 100 * time.Millisecond, true, 100 * time.Millisecond}, // a follow-up asked for
-			{calm(nil), 5 * time.Second, true, 5 * time.Second},
-			{calm(nil), 5 * time.Second, true, 5 * time.Second},
-			{calm(nil), 5 * time.Second, false, 5 * time.Second}, // a failed call or save
-			{calm(nil), 5 * time.Second, true, 5 * time.Second},
-			{calm(nil), 5 * time.Second, true, 5 * time.Second},
-			{calm(nil), 5 * time.Second, true, 30 * time.Second},
+			{calm(nil), 5 * time.Second, true, 5 * time.Second, false},
+			{calm(nil), 5 * time.Second, true, 5 * time.Second, false},
+			{calm(nil), 5 * time.Second, true, 30 * time.Second, true},
+			{calm(nil), 5 * time.Second, true, 30 * time.Second, false}, // once per settling
+			{learner, 5 * time.Second, true, 5 * time.Second, false},    // anything else: back at once
+			{calm(nil), 5 * time.Second, true, 5 * time.Second, false},
+			{calm(nil), 5 * time.Second, true, 5 * time.Second, false},
+			{calm(nil), 100 * time.Millisecond, true, 100 * time.Millisecond, false}, // a follow-up asked for
+			{calm(nil), 5 * time.Second, true, 5 * time.Second, false},
+			{calm(nil), 5 * time.Second, true, 5 * time.Second, false},
+			{calm(nil), 5 * time.Second, false, 5 * time.Second, false}, // a failed call or save
+			{calm(nil), 5 * time.Second, true, 5 * time.Second, false},
+			{calm(nil), 5 * time.Second, true, 5 * time.Second, false},
+			{calm(nil), 5 * time.Second, true, 30 * time.Second, true},
 		}
 		for i, s := range steps {
+			before := heard
 			if got := n.pace(s.snap, s.next, s.ok); got != s.want {
 				t.Fatalf("pass %d: next pass in %s, want %s", i+1, got, s.want)
+			}
+			if settled := heard > before; settled != s.settles {
+				t.Fatalf("pass %d: OnSettled heard %v, want %v", i+1, settled, s.settles)
 			}
 		}
 	})
