@@ -107,6 +107,7 @@ const (
 	netClusterList
 	netSurvivors
 	netIdle
+	netRecover
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

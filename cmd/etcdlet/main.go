@@ -67,7 +67,7 @@ man etcdlet-<command>.`,
 	root.AddCommand(newRunCommand(), newReloadCommand(), newValidateCommand(), newStatusCommand(), newBootstrapCommand(), newAckMovesCommand(),
 		newPacemakerCommand(), newRenderCommand(), newVersionCommand())
 	root.AddCommand(newCertsCommand())
-	root.AddCommand(newTaskCommand(), newRestoreCommand())
+	root.AddCommand(newTaskCommand(), newRestoreCommand(), newRecoverCommand())
 	root.AddCommand(newMemberCommand(), newMembersCommand(), newLockCommand(), newEtcdctlCommand())
 	root.AddCommand(newGenDocsCommand())
 	return root

@@ -51,7 +51,7 @@ When the cluster does not answer with quorum, every listed node's agent is
 asked what its member's data holds (its write-ahead log's last term and
 index, its commit index, its revision, whether the member runs), and the
 nodes are listed the furthest log first, as raft ranks logs: a cluster
-that lost its quorum for good is recovered from the first
+that lost its quorum for good is recovered from the first (etcdlet recover)
 (/usr/share/doc/etcdlet/operations.md, "Recover from lost quorum").
 
 The report is what the agent's next pass would see and decide (the same

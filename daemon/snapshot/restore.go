@@ -203,15 +203,12 @@ func etcdutlRestore(o RestoreOptions, db, dir string, bump int64, log *slog.Logg
 // there as a snapshot. The etcd runs even without deltas: starting proves
 // the restored directory is one etcd can start from.
 func replay(ctx context.Context, o RestoreOptions, dir, saveTo string, log *slog.Logger) (int64, error) {
-	e, err := startLocal(ctx, dir, o.Name, log)
+	e, err := startLocal(ctx, dir, o.Name, false, log)
 	if err != nil {
 		return 0, err
 	}
 	defer e.Close()
-	cli, err := clientv3.New(clientv3.Config{
-		Endpoints: []string{"http://" + e.Clients[0].Addr().String()}, DialTimeout: 10 * time.Second,
-		MaxCallSendMsgSize: 2 * int(e.Config().MaxRequestBytes), Logger: logging.ZapLogger(log, "warn"),
-	})
+	cli, err := localClient(e, log)
 	if err != nil {
 		return 0, err
 	}
@@ -277,7 +274,7 @@ func save(ctx context.Context, cli *clientv3.Client, path string) error {
 // verify starts etcd on dir and checks that it reports revision want and
 // has it marked compacted, which is what a bumped restore must give.
 func verify(ctx context.Context, dir, name string, want int64, log *slog.Logger) (int64, error) {
-	e, err := startLocal(ctx, dir, name, log)
+	e, err := startLocal(ctx, dir, name, false, log)
 	if err != nil {
 		return 0, err
 	}
@@ -332,12 +329,15 @@ func apply(ctx context.Context, cli *clientv3.Client, rev int64, events []*mvccp
 // 127.0.0.1, on ports the kernel picks, so that nothing else can join or
 // write while the deltas are replayed. The member keeps the peer URL the
 // restore gave it; the client URL it publishes here is replaced by the
-// member's own when etcd next starts on the directory.
-func startLocal(ctx context.Context, dir, name string, log *slog.Logger) (*embed.Etcd, error) {
+// member's own when etcd next starts on the directory. With forceNew, the
+// data dir is a member's of a cluster that lost its quorum, and etcd
+// makes it the only member of its cluster (force-new-cluster).
+func startLocal(ctx context.Context, dir, name string, forceNew bool, log *slog.Logger) (*embed.Etcd, error) {
 	local := []url.URL{{Scheme: "http", Host: "127.0.0.1:0"}}
 	cfg := embed.NewConfig()
 	cfg.Name = name
 	cfg.Dir = dir
+	cfg.ForceNewCluster = forceNew
 	cfg.ListenClientUrls, cfg.AdvertiseClientUrls = local, local
 	cfg.ListenPeerUrls, cfg.AdvertisePeerUrls = local, local
 	cfg.QuotaBackendBytes = restoreQuota
@@ -368,6 +368,14 @@ func startLocal(ctx context.Context, dir, name string, log *slog.Logger) (*embed
 		e.Close()
 		return nil, ctx.Err()
 	}
+}
+
+// localClient is a client of an etcd startLocal started.
+func localClient(e *embed.Etcd, log *slog.Logger) (*clientv3.Client, error) {
+	return clientv3.New(clientv3.Config{
+		Endpoints: []string{"http://" + e.Clients[0].Addr().String()}, DialTimeout: 10 * time.Second,
+		MaxCallSendMsgSize: 2 * int(e.Config().MaxRequestBytes), Logger: logging.ZapLogger(log, "warn"),
+	})
 }
 
 // checkChain checks that each delta starts where the one before ends.

@@ -359,7 +359,7 @@ func WriteTable(w io.Writer, r Report) error {
 		}
 		fmt.Fprintln(w, line)
 	}
-	writeData(w, r.Data)
+	WriteData(w, r.Data)
 	if r.ClusterList != "" {
 		fmt.Fprintf(w, "member list: %s\n", r.ClusterList)
 	}
@@ -389,13 +389,13 @@ func writeList(w io.Writer, r Report) {
 	}
 }
 
-// writeData shows each listed node's member data, the most advanced
+// WriteData shows each listed node's member data, the most advanced
 // first.
-func writeData(w io.Writer, reports []consent.DataReport) {
+func WriteData(w io.Writer, reports []consent.DataReport) {
 	if len(reports) == 0 {
 		return
 	}
-	fmt.Fprintln(w, "\nmember data of the listed nodes, the furthest log first (a cluster that lost its quorum for good is recovered from the first):")
+	fmt.Fprintln(w, "\nmember data of the listed nodes, the furthest log first (a cluster that lost its quorum for good is recovered from the first: etcdlet recover):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "  NODE\tMEMBER ID\tLOG END (TERM/INDEX)\tCOMMIT\tREVISION\tMEMBER")
 	for _, d := range reports {

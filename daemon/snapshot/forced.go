@@ -1,0 +1,29 @@
+package snapshot
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+)
+
+// TakeForced takes a full snapshot of the member data in dataDir, a copy
+// of a stopped member's data dir whose cluster lost its quorum for good,
+// into store (uncompressed: it is restored right away). etcd starts on it
+// as the only member of its cluster (force-new-cluster), reachable only
+// on 127.0.0.1 on ports the kernel picks, so that no client and no other
+// member reaches it, and applies its log up to the commit index the log
+// records (datadir.CommitLog decides which that is).
+func TakeForced(ctx context.Context, dataDir, name string, store Store, log *slog.Logger) (Snapshot, error) {
+	e, err := startLocal(ctx, dataDir, name, true, log)
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("force a new cluster on %s: %w", dataDir, err)
+	}
+	defer e.Close()
+	cli, err := localClient(e, log)
+	if err != nil {
+		return Snapshot{}, err
+	}
+	defer cli.Close()
+	return TakeFull(ctx, cli, store, Options{Compression: None, TempDir: filepath.Dir(dataDir)})
+}
