@@ -19,8 +19,9 @@ import (
 // falls behind while 1 and 2 write on; then 1 and 2 stop, and host 2 is
 // gone for good (its data destroyed). `etcdlet recover` on node 3 refuses
 // and names node 1, whose log goes further; on node 1 it recovers, with
-// node 2 not heard from. Node 3 rejoins (etcdlet restore --rejoin), a new
-// host 4 replaces 2 in the list, and all three form the recovered cluster.
+// node 2 named gone for good; a second recovery on node 3 is refused. Node
+// 3 rejoins (etcdlet restore --rejoin), a new host 4 replaces 2 in the
+// list, and all three form the recovered cluster.
 func TestRecoverFromTheSurvivorsData(t *testing.T) {
 	t.Parallel()
 	c, cli := startCluster(t, netRecover, 3)
@@ -61,6 +62,11 @@ func TestRecoverFromTheSurvivorsData(t *testing.T) {
 	if out, code := recoverOn(3); code == 0 || !strings.Contains(out, "not heard from "+c.IP(1)+", "+c.IP(2)) || !strings.Contains(out, "--gone") {
 		t.Fatalf("recover on node 3 with nodes 1 and 2 silent: exit %d\n%s", code, out)
 	}
+	// Status says what would recover the cluster.
+	if out, _, _ := etcdlet(t, "status", "--config", c.ConfigPath(3)); !strings.Contains(out,
+		fmt.Sprintf("recovery: if %s, %s are gone for good, on %s (the furthest log of the nodes that answer): etcdlet recover --gone %[1]s,%[2]s", c.IP(1), c.IP(2), c.IP(3))) {
+		t.Errorf("status with nodes 1 and 2 silent does not say what recovers the cluster:\n%s", out)
+	}
 	gone := "--gone=" + c.IP(2)
 	// Node 1 back (its member runs without quorum, its agent reports its
 	// data); recovering on node 3 would lose the writes only 1 holds.
@@ -91,14 +97,25 @@ func TestRecoverFromTheSurvivorsData(t *testing.T) {
 	}
 	requireKeptData(t, movedAside(t, c, 1))
 
-	// Node 3 rejoins; host 4 replaces the lost host 2 in the list.
+	// The recovered cluster runs on node 1: a second recovery, on a
+	// survivor that has not rejoined, would start a third cluster.
+	c.Agent(1).Restart()
 	c.Agent(3).Stop()
+	harness.Eventually(t, 30*time.Second, "a second recovery, on node 3, is refused", func() error {
+		out, code := recoverOn(3, gone)
+		if code == 0 || !strings.Contains(out, "if a recovery or restore already ran there, this node joins it (etcdlet restore --rejoin)") {
+			return errorf("recover on node 3 after node 1 recovered: exit %d\n%s", code, out)
+		}
+		return nil
+	})
+	requireUntouched(t, c, 3)
+
+	// Node 3 rejoins; host 4 replaces the lost host 2 in the list.
 	if o, stderr, code := etcdlet(t, "restore", "--rejoin", "--yes", "--config", c.ConfigPath(3)); code != 0 {
 		t.Fatalf("restore --rejoin on node 3: exit %d\n%s%s", code, o, stderr)
 	}
 	c.WriteMembers(1, 3, 4)
 	c.WriteConfig(4)
-	c.Agent(1).Restart()
 	c.Agent(3).Restart()
 	c.Start(4)
 	cli2 := c.ClientOf(1, 3, 4)

@@ -96,7 +96,8 @@ func TestStatusRanksTheSurvivorsData(t *testing.T) {
 		return ranked(r, order)
 	})
 	out, _, _ := etcdlet(t, "status", "--config", c.ConfigPath(3))
-	if !strings.Contains(out, "member data of the listed nodes, the furthest log first") || !strings.Contains(out, "stopped") {
+	if !strings.Contains(out, "member data of the listed nodes, the furthest log first") || !strings.Contains(out, "stopped") ||
+		!strings.Contains(out, "recovery: should quorum not come back, on ") {
 		t.Errorf("status table with every member stopped:\n%s", out)
 	}
 

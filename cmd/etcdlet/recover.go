@@ -37,9 +37,10 @@ node, with every write it holds (/usr/share/doc/etcdlet/operations.md,
     member, then etcdlet recover --gone <IP>,... naming the listed hosts
     that are gone for good. It asks every listed node's agent again and
     refuses while a quorum answers, while a listed node that is not named
-    gone does not answer (its log may go further), and when another node's
-    log goes further than this node's, unless --reason says why to lose
-    the writes only that node holds.
+    gone does not answer (its log may go further), while another cluster
+    answers or is held at a listed node (a recovery ran already: join it),
+    and when another node's log goes further than this node's, unless
+    --reason says why to lose the writes only that node holds.
  3. It copies the data dir, records its whole log as committed (an entry
     above the commit index this member recorded may have been committed
     and acknowledged by a leader whose notice never reached it: raft keeps
@@ -73,7 +74,10 @@ again: replace it in the member list, or clear it with etcdlet restore
 				return err
 			}
 			snap := inspector.Look(cmd.Context())
-			var quorum []string
+			var quorum, foreign []string
+			for _, f := range snap.View.Foreign {
+				foreign = append(foreign, f.String())
+			}
 			if snap.View.Reached {
 				for _, m := range snap.View.Members {
 					if m.InRaft() {
@@ -85,7 +89,7 @@ again: replace it in the member list, or clear it with etcdlet restore
 			inspector.Close()
 			out := cmd.OutOrStdout()
 			statusreport.WriteData(out, reports)
-			r, err := restore.PrepareRecovery(settings, self, restore.RecoveryRequest{Reports: reports, Quorum: quorum, Gone: gone, Reason: reason, Bump: bump})
+			r, err := restore.PrepareRecovery(settings, self, restore.RecoveryRequest{Reports: reports, Quorum: quorum, Foreign: foreign, Gone: gone, Reason: reason, Bump: bump})
 			if err != nil {
 				return err
 			}

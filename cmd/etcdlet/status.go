@@ -144,6 +144,7 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 			}
 			if !report.Reached && snap.ListOK {
 				report.Data = inspector.ListedData(ctx, snap)
+				report.Recovery = statusreport.RecoveryHint(report.Data)
 			}
 			return report, nil
 		}

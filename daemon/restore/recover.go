@@ -54,6 +54,9 @@ type RecoveryRequest struct {
 	// names the members that answer with quorum, if any.
 	Reports []consent.DataReport
 	Quorum  []string
+	// Foreign describe the members of other clusters that answer at
+	// listed addresses (membership.Foreign).
+	Foreign []string
 	// Gone are the listed nodes the operator says are gone for good: a
 	// node that does not answer is waited for unless it is named here.
 	Gone []string
@@ -67,14 +70,20 @@ type RecoveryRequest struct {
 // starts from. It refuses while a quorum answers, while this node's data
 // dir is in use or holds no member data, while a listed node that is not
 // named gone does not answer (its log may go further), when a node named
-// gone answers, and, without a reason, when another node's log goes
-// further than this node's.
+// gone answers, while another cluster answers or is held at a listed node
+// (a recovery that ran already: a second would start a third cluster),
+// and, without a reason, when another node's log goes further than this
+// node's.
 func PrepareRecovery(s Settings, self identity.Member, req RecoveryRequest) (Recovery, error) {
 	if req.Bump < 0 {
 		return Recovery{}, fmt.Errorf("--bump-revision %d: must be 0 or more", req.Bump)
 	}
 	if len(req.Quorum) > 0 {
 		return Recovery{}, fmt.Errorf("a cluster answers with quorum (%s): it needs no recovery, and one now would split it in two", strings.Join(req.Quorum, ", "))
+	}
+	if len(req.Foreign) > 0 {
+		return Recovery{}, fmt.Errorf("another cluster answers at listed addresses (%s): if a recovery or restore already ran there, this node joins it "+
+			"(etcdlet restore --rejoin) instead of starting a third", strings.Join(req.Foreign, "; "))
 	}
 	if err := checkNotInUse(s.DataDir); err != nil {
 		return Recovery{}, err
@@ -117,7 +126,8 @@ func PrepareRecovery(s Settings, self identity.Member, req RecoveryRequest) (Rec
 		case !d.HasData():
 			// No data at all: a fresh or cleared node, nothing to lose.
 		case d.ClusterID != r.Data.ClusterID:
-			// Another cluster's member: neither ahead nor behind.
+			return Recovery{}, fmt.Errorf("%s holds data of cluster %s, not of this node's %s: if a recovery or restore already ran there, "+
+				"this node joins it (etcdlet restore --rejoin) instead of starting another", d.Node, d.ClusterID, r.Data.ClusterID)
 		default:
 			r.Highest = max(r.Highest, d.Revision)
 			if d.Ahead(r.Data) {

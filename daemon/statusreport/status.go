@@ -61,6 +61,9 @@ type Report struct {
 	// advanced first, asked when the cluster does not answer with quorum:
 	// the evidence for choosing the survivor to recover from.
 	Data []consent.DataReport `json:"data,omitempty"`
+	// Recovery says what recovers the cluster from Data should its quorum
+	// not come back (RecoveryHint).
+	Recovery string `json:"recovery,omitempty"`
 	// ClusterList says how the member list kept in the cluster stands
 	// (members.source cluster): its revision and last change, and whether
 	// this node's copy holds it.
@@ -360,6 +363,9 @@ func WriteTable(w io.Writer, r Report) error {
 		fmt.Fprintln(w, line)
 	}
 	WriteData(w, r.Data)
+	if r.Recovery != "" {
+		fmt.Fprintf(w, "recovery: %s\n", r.Recovery)
+	}
 	if r.ClusterList != "" {
 		fmt.Fprintf(w, "member list: %s\n", r.ClusterList)
 	}
@@ -412,6 +418,29 @@ func WriteData(w io.Writer, reports []consent.DataReport) {
 		}
 	}
 	_ = tw.Flush()
+}
+
+// RecoveryHint says how the cluster whose listed nodes' data reports are
+// ranked in reports (the furthest log first) is recovered should its
+// quorum not come back: etcdlet recover on the node whose log goes
+// furthest, naming the silent nodes gone; or, with no data left, a
+// snapshot restore.
+func RecoveryHint(reports []consent.DataReport) string {
+	first := slices.IndexFunc(reports, consent.DataReport.HasData)
+	if first < 0 {
+		return "no listed node holds member data: restore a snapshot (etcdlet restore)"
+	}
+	var silent []string
+	for _, d := range reports {
+		if d.Error != "" {
+			silent = append(silent, d.Node)
+		}
+	}
+	if len(silent) == 0 {
+		return fmt.Sprintf("should quorum not come back, on %s (the furthest log): etcdlet recover", reports[first].Node)
+	}
+	return fmt.Sprintf("if %s are gone for good, on %s (the furthest log of the nodes that answer): etcdlet recover --gone %s",
+		strings.Join(silent, ", "), reports[first].Node, strings.Join(silent, ","))
 }
 
 // writeAgentLists shows the agents' posted lists when one differs from

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/kube"
 	"github.com/etcdlet/etcdlet/daemon/membership"
@@ -236,5 +237,35 @@ func TestANodeWithoutItsAddressBlamesItself(t *testing.T) {
 	want := "this node (address unknown): unknown-node: cannot tell which member is this node, so it does nothing: node.address is empty"
 	if r.Local == nil || r.Local.Decision != DecisionUnknownNode || !strings.Contains(text, want) || !strings.Contains(text, "set node.address") {
 		t.Errorf("the report does not name this node's problem (want a line with %q):\n%s", want, text)
+	}
+}
+
+// What recovers a cluster whose quorum does not come back: the node whose
+// log goes furthest, the silent ones named gone; without data, a restore.
+func TestRecoveryHint(t *testing.T) {
+	with := func(node string, index uint64) consent.DataReport {
+		return consent.DataReport{Node: node, MemberID: "m", ClusterID: "c", LastTerm: 2, LastIndex: index}
+	}
+	silent := func(node string) consent.DataReport {
+		return consent.DataReport{Node: node, Error: "its agent does not answer"}
+	}
+	tests := []struct {
+		name    string
+		reports []consent.DataReport
+		want    string
+	}{
+		{"every node answers", []consent.DataReport{with("192.0.2.2", 9), with("192.0.2.1", 7), {Node: "192.0.2.3"}},
+			"should quorum not come back, on 192.0.2.2 (the furthest log): etcdlet recover"},
+		{"two silent", []consent.DataReport{with("2001:db8::3", 9), silent("2001:db8::1"), silent("2001:db8::2")},
+			"if 2001:db8::1, 2001:db8::2 are gone for good, on 2001:db8::3 (the furthest log of the nodes that answer): etcdlet recover --gone 2001:db8::1,2001:db8::2"},
+		{"no data anywhere", []consent.DataReport{{Node: "192.0.2.1"}, silent("192.0.2.2")},
+			"no listed node holds member data: restore a snapshot (etcdlet restore)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := RecoveryHint(tt.reports); got != tt.want {
+				t.Errorf("RecoveryHint =\n  %s\nwant\n  %s", got, tt.want)
+			}
+		})
 	}
 }
