@@ -23,7 +23,6 @@ import (
 type Recovery struct {
 	Self identity.Member
 	// Data is this node's member data.
-	// the most advanced first (consent.RankData).
 	Data consent.DataReport
 	// Ahead are the nodes whose data goes further than this node's: only
 	// with Reason does the recovery go on without the writes only they
@@ -88,15 +87,16 @@ func PrepareRecovery(s Settings, self identity.Member, req RecoveryRequest) (Rec
 	if err := checkNotInUse(s.DataDir); err != nil {
 		return Recovery{}, err
 	}
-	for k, g := range req.Gone {
+	goneNodes := make([]string, 0, len(req.Gone))
+	for _, g := range req.Gone {
 		ip, err := netip.ParseAddr(strings.TrimSpace(g))
 		if err != nil {
 			return Recovery{}, fmt.Errorf("--gone %q: not an IP address", g)
 		}
-		req.Gone[k] = ip.String()
 		if !slices.ContainsFunc(req.Reports, func(d consent.DataReport) bool { return d.Node == ip.String() }) {
 			return Recovery{}, fmt.Errorf("--gone %s: not a node of the member list in force", ip)
 		}
+		goneNodes = append(goneNodes, ip.String())
 	}
 	r := Recovery{Self: self, Reason: strings.TrimSpace(req.Reason), DataDir: s.DataDir, Bump: req.Bump}
 	i := slices.IndexFunc(req.Reports, func(d consent.DataReport) bool { return d.Node == self.IP.String() })
@@ -109,12 +109,12 @@ func PrepareRecovery(s Settings, self identity.Member, req RecoveryRequest) (Rec
 		return Recovery{}, fmt.Errorf("the member data in %s cannot be read: %s", s.DataDir, r.Data.Error)
 	case !r.Data.HasData():
 		return Recovery{}, fmt.Errorf("%s holds no member data: recover on a node that does (etcdlet status lists them), or restore a snapshot (etcdlet restore)", s.DataDir)
-	case slices.Contains(req.Gone, r.Data.Node):
+	case slices.Contains(goneNodes, r.Data.Node):
 		return Recovery{}, fmt.Errorf("--gone %s names this node", r.Data.Node)
 	}
 	var silent []string
 	for _, d := range req.Reports {
-		gone := slices.Contains(req.Gone, d.Node)
+		gone := slices.Contains(goneNodes, d.Node)
 		switch {
 		case d.Node == r.Data.Node:
 		case gone && d.Error == "":
