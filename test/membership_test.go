@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	etcdversion "go.etcd.io/etcd/api/v3/version"
+
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
@@ -58,6 +60,10 @@ func TestBootstrapThree(t *testing.T) {
 	for _, m := range report.Members {
 		if m.InList != "no" || m.Health != "healthy" {
 			t.Errorf("member %+v: want a healthy member that is not listed", m)
+		}
+		// The embedded runtime's etcd is the library etcdlet links.
+		if m.Version != etcdversion.Version || etcdversion.Cluster(m.StorageVersion) != etcdversion.Cluster(etcdversion.Version) {
+			t.Errorf("member %s: version %q, storage version %q; want %s and its minor", m.Name, m.Version, m.StorageVersion, etcdversion.Version)
 		}
 	}
 	if err := c.Expect(c.Client(), 1, 2, 3); err != nil {

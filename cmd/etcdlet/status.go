@@ -32,7 +32,10 @@ func newStatusCommand() *cobra.Command {
 		Long: `Show, for every listed address and every etcd member: name, IP, member ID,
 role (leader, voter, learner), health, DB size, applied raft index and
 whether it matches the list (yes; no: a member that will leave; missing: a
-listed address that is not a member yet; conflict). Then the plan: the next
+listed address that is not a member yet; conflict), and its etcd version
+(with its data's storage version when that is of another minor, during an
+upgrade or a downgrade; a downgrade enabled through etcd's API adds a
+line). Then the plan: the next
 membership change, and the changes that wait and why; endpoints that answer
 for another cluster; a list refused because it would orphan the cluster;
 and what the agent decides about this node's own member (for a bootstrap

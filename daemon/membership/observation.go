@@ -53,7 +53,13 @@ type Health struct {
 	RaftIndex        uint64
 	RaftAppliedIndex uint64
 	DBSize           int64
-	Version          string
+	// Version is the member's etcd server version; StorageVersion the
+	// version of its data (etcd 3.6 and later). DowngradeTarget is the
+	// version a downgrade enabled in the cluster goes to, as the member
+	// reports it ("" when none is enabled).
+	Version         string
+	StorageVersion  string
+	DowngradeTarget string
 }
 
 // InRaft means the member answered Status as itself, in the observed

@@ -308,7 +308,10 @@ func (o *Observer) health(ctx context.Context, m Member, clusterID uint64) (Heal
 // (ObservationOf).
 func StatusHealth(s *pb.StatusResponse, clusterID, memberID uint64, endpoint string) Health {
 	h := Health{Reachable: true, Leader: s.Leader, RaftTerm: s.RaftTerm, RaftIndex: s.RaftIndex,
-		RaftAppliedIndex: s.RaftAppliedIndex, DBSize: s.DbSize, Version: s.Version}
+		RaftAppliedIndex: s.RaftAppliedIndex, DBSize: s.DbSize, Version: s.Version, StorageVersion: s.StorageVersion}
+	if d := s.GetDowngradeInfo(); d.GetEnabled() {
+		h.DowngradeTarget = d.GetTargetVersion()
+	}
 	var other []string
 	for _, e := range s.Errors {
 		if _, alarm := etcdclient.ParseAlarm(e); !alarm && e != "etcdserver: no leader" {

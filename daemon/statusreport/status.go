@@ -61,6 +61,10 @@ type Report struct {
 	// advanced first, asked when the cluster does not answer with quorum:
 	// the evidence for choosing the survivor to recover from.
 	Data []consent.DataReport `json:"data,omitempty"`
+	// Downgrade is the target version of a downgrade enabled in the
+	// cluster (etcd's downgrade API, 3.6 and later), as its members report
+	// it; empty when none is.
+	Downgrade string `json:"downgrade,omitempty"`
 	// Recovery says what recovers the cluster from Data should its quorum
 	// not come back (RecoveryHint).
 	Recovery string `json:"recovery,omitempty"`
@@ -123,6 +127,11 @@ type Row struct {
 	// the cluster was not reached to tell whether it is a member; or no
 	// valid list is in force to compare with).
 	InList string `json:"inList"`
+	// Version is the member's etcd server version, StorageVersion its
+	// data's; empty when the member was not asked (no quorum) or is an
+	// etcd before 3.6 (no storage version).
+	Version        string `json:"version,omitempty"`
+	StorageVersion string `json:"storageVersion,omitempty"`
 }
 
 // Local is the decision about this node's own member.
@@ -225,6 +234,11 @@ func Build(cluster string, desired []identity.Member, v membership.View) Report 
 	if v.Reached {
 		r.Silent = identity.IPs(membership.Silent(desired, v.Observation))
 	}
+	for _, mem := range v.Members {
+		if t := mem.Health.DowngradeTarget; t != "" {
+			r.Downgrade = t
+		}
+	}
 	m := membership.Match(desired, v.Members)
 	for _, p := range m.Matched {
 		r.Members = append(r.Members, row(p.Member, p.Desired.Name, p.Desired.IP.String(), "yes", v))
@@ -257,7 +271,8 @@ func row(m membership.Member, name, ip, inList string, v membership.View) Row {
 		name = "(unstarted)"
 	}
 	r := Row{Name: name, IP: ip, MemberID: membership.IDString(m.ID), InList: inList,
-		DBSize: m.Health.DBSize, RaftIndex: m.Health.RaftAppliedIndex, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs}
+		DBSize: m.Health.DBSize, RaftIndex: m.Health.RaftAppliedIndex, PeerURLs: m.PeerURLs, ClientURLs: m.ClientURLs,
+		Version: m.Health.Version, StorageVersion: m.Health.StorageVersion}
 	switch {
 	case m.IsLearner:
 		r.Role = "learner"
@@ -310,10 +325,10 @@ func WriteTable(w io.Writer, r Report) error {
 		fmt.Fprintf(w, "INSECURE: %s\n\n", warning)
 	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "NAME\tIP\tMEMBER ID\tROLE\tHEALTH\tDB SIZE\tRAFT INDEX\tIN LIST")
+	fmt.Fprintln(tw, "NAME\tIP\tMEMBER ID\tROLE\tHEALTH\tDB SIZE\tRAFT INDEX\tIN LIST\tVERSION")
 	for _, m := range r.Members {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, dash(m.IP), dash(m.MemberID), dash(m.Role),
-			m.Health, size(m.DBSize), count(m.RaftIndex), m.InList)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, dash(m.IP), dash(m.MemberID), dash(m.Role),
+			m.Health, size(m.DBSize), count(m.RaftIndex), m.InList, versions(m))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -323,6 +338,9 @@ func WriteTable(w io.Writer, r Report) error {
 		if m.Problem != "" {
 			fmt.Fprintf(w, "unhealthy: %s: %s\n", m.Name, m.Problem)
 		}
+	}
+	if r.Downgrade != "" {
+		fmt.Fprintf(w, "downgrade: enabled, to %s (etcd's downgrade API): it ends when every member runs that version\n", r.Downgrade)
 	}
 	switch {
 	case r.Converged:
@@ -487,6 +505,26 @@ func writeReporting(w io.Writer, states []kube.TargetState) {
 		}
 		fmt.Fprintln(w, line)
 	}
+}
+
+// versions is a member's server version, and its data's when it differs
+// ("3.6.5 (storage 3.5.0)": in the middle of an upgrade or a downgrade).
+func versions(m Row) string {
+	switch {
+	case m.Version == "":
+		return "-"
+	case m.StorageVersion == "" || minor(m.Version) == minor(m.StorageVersion):
+		return m.Version
+	}
+	return fmt.Sprintf("%s (storage %s)", m.Version, m.StorageVersion)
+}
+
+// minor is a version's major.minor ("3.6" of "3.6.5").
+func minor(v string) string {
+	if parts := strings.SplitN(v, ".", 3); len(parts) >= 2 {
+		return parts[0] + "." + parts[1]
+	}
+	return v
 }
 
 func dash(s string) string {

@@ -23,6 +23,9 @@ func member(ip string, id uint64, learner bool, problem string) membership.Membe
 	d := scheme.For(netip.MustParseAddr(ip))
 	m := membership.Member{ID: id, Name: d.Name, PeerURLs: []string{d.PeerURL}, ClientURLs: []string{d.ClientURL}, IsLearner: learner,
 		Health: membership.Health{Reachable: problem == "", Problem: problem, Leader: 0x1, DBSize: 20480, RaftAppliedIndex: 42}}
+	if problem == "" {
+		m.Health.Version, m.Health.StorageVersion = "3.6.5", "3.6.0"
+	}
 	return m
 }
 
@@ -34,6 +37,9 @@ func TestTableReport(t *testing.T) {
 		member("192.0.2.3", 0x3, false, "no answer within 2s"),
 		member("192.0.2.4", 0x4, true, ""),
 	}}}
+	// A downgrade from 3.7 under way: the leader still runs 3.7, its data
+	// at 3.6 already; the learner runs 3.6.
+	view.Members[0].Health.Version, view.Members[0].Health.DowngradeTarget = "3.7.3", "3.6.0"
 	r := Build("etcd-main", desired, view)
 	var out bytes.Buffer
 	if err := WriteTable(&out, r); err != nil {
@@ -41,14 +47,15 @@ func TestTableReport(t *testing.T) {
 	}
 	want := `cluster etcd-main (ID c1)
 
-NAME                   IP           MEMBER ID  ROLE     HEALTH     DB SIZE   RAFT INDEX  IN LIST
-etcd-main-192.0.2.1    192.0.2.1    1          leader   healthy    20.0 KiB  42          yes
-etcd-main-192.0.2.2    192.0.2.2    2          voter    healthy    20.0 KiB  42          no
-etcd-main-192.0.2.3    192.0.2.3    3          voter    unhealthy  20.0 KiB  42          yes
-etcd-main-192.0.2.4    192.0.2.4    4          learner  healthy    20.0 KiB  42          yes
-etcd-main-2001:db8::5  2001:db8::5  -          -        -          -         -           missing
+NAME                   IP           MEMBER ID  ROLE     HEALTH     DB SIZE   RAFT INDEX  IN LIST  VERSION
+etcd-main-192.0.2.1    192.0.2.1    1          leader   healthy    20.0 KiB  42          yes      3.7.3 (storage 3.6.0)
+etcd-main-192.0.2.2    192.0.2.2    2          voter    healthy    20.0 KiB  42          no       3.6.5
+etcd-main-192.0.2.3    192.0.2.3    3          voter    unhealthy  20.0 KiB  42          yes      -
+etcd-main-192.0.2.4    192.0.2.4    4          learner  healthy    20.0 KiB  42          yes      3.6.5
+etcd-main-2001:db8::5  2001:db8::5  -          -        -          -         -           missing  -
 
 unhealthy: etcd-main-192.0.2.3: no answer within 2s
+downgrade: enabled, to 3.6.0 (etcd's downgrade API): it ends when every member runs that version
 plan: next: promote etcd-main-192.0.2.4 [4]: listed learner joins the voters once in sync
 plan: waiting: add-learner etcd-main-2001:db8::5 waits (LearnerPending): learner etcd-main-192.0.2.4 must be promoted first; etcd allows one learner at a time
 plan: waiting: remove etcd-main-192.0.2.2 waits (JoinPending): etcd-main-192.0.2.4 must vote first; a replacement joins before the old member leaves
@@ -65,7 +72,8 @@ waiting for 192.0.2.3: listed, its member does not answer; if that host is gone 
 		t.Fatal(err)
 	}
 	var back Report
-	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Members) != 5 || back.Plan.Next == "" {
+	if err := json.Unmarshal(js.Bytes(), &back); err != nil || len(back.Members) != 5 || back.Plan.Next == "" ||
+		back.Downgrade != "3.6.0" || back.Members[0].Version != "3.7.3" || back.Members[0].StorageVersion != "3.6.0" {
 		t.Errorf("JSON round trip: %v %+v", err, back)
 	}
 }
