@@ -55,6 +55,16 @@ func (i *instance) close(log *slog.Logger) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
+			select {
+			case <-i.etcd.Server.ReadyNotify():
+			default:
+				// etcd's Close first waits for the client servers, which
+				// start only once the member is ready, or once the server
+				// stops: a member that never was ready (its peers never
+				// answered) would hold Close for ever. Stopping the server
+				// first ends that wait; Close then stops it no further.
+				i.etcd.Server.Stop()
+			}
 			i.etcd.Close()
 		}()
 		select {

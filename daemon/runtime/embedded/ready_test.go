@@ -28,3 +28,31 @@ func TestAReadyMemberWakesTheAgent(t *testing.T) {
 		t.Fatalf("after the ready signal: %+v, want a running member", s)
 	}
 }
+
+// A member that never became ready (a bootstrap or a restart whose peers
+// never answer) stops when asked: etcd's Close alone waits for client
+// servers that start only once the member is ready, and held the agent's
+// shutdown until the stop timeout ended the process.
+func TestAMemberThatNeverBecameReadyStops(t *testing.T) {
+	r := embedded.New(slog.New(slog.NewTextHandler(io.Discard, nil)))
+	spec := etcdtest.SingleSpec(t)
+	// A second member that never starts: no quorum, never ready. Its peer
+	// URL is this member's own metrics port, where no peer answers.
+	spec.InitialCluster += ",m1=" + spec.ListenMetricsURL
+	if err := r.Apply(context.Background(), spec); err != nil {
+		t.Fatal(err)
+	}
+	stopped := make(chan error, 1)
+	go func() { stopped <- r.Stop(context.Background()) }()
+	select {
+	case err := <-stopped:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the member that never became ready did not stop within 30s")
+	}
+	if s := r.Status(); s.Running {
+		t.Fatalf("after the stop: %+v, want no member running", s)
+	}
+}
