@@ -329,10 +329,20 @@ func (a *Agent) startPeerEndpoint(wg *sync.WaitGroup) {
 		return
 	}
 	guard := consent.NewGuard(a.peerTLS, a.log.With("listener", "agent peer endpoint"))
-	a.peer = consent.Server(consent.Handler(a.node.Answer, a.node.Promise, a.wakes.Wake, a.node.Data, guard), a.peerTLS)
+	a.peer = consent.Server(consent.Handler(consent.Endpoints{Answer: a.node.Answer, Promise: a.node.Promise, Wake: a.wakes.Wake, Data: a.node.Data, Retire: a.retire}, guard), a.peerTLS)
 	srv := a.peer
 	a.log.Info("agent peer endpoint listening", "address", addr, "tls", a.peerTLS != nil)
 	httpserve.Serve(wg, a.log, "agent peer endpoint", srv, l)
+}
+
+// retire answers a node that recovers the cluster from its data, and once
+// this node promised, looks at once: its member is to stop.
+func (a *Agent) retire(caller netip.Addr, req consent.RetireRequest) consent.RetireAnswer {
+	answer := a.node.Retire(caller, req)
+	if answer.Retired {
+		a.wakes.Wake()
+	}
+	return answer
 }
 
 // localMember is what the local member says about itself, for the member

@@ -124,6 +124,36 @@ func (i *Inspector) ListedData(ctx context.Context, s node.Snapshot) []consent.D
 	return reports
 }
 
+// Retire asks each of nodes to promise not to start its member of
+// cluster (hex ID) again, for this node recovers that cluster from its
+// data; gone are the nodes the operator named gone for good. It returns
+// one line per node that did not promise, with why; none when all did.
+func (i *Inspector) Retire(ctx context.Context, s node.Snapshot, nodes []string, cluster string, gone []string) []string {
+	refused := make([]string, len(nodes))
+	var wg sync.WaitGroup
+	for k, n := range nodes {
+		wg.Go(func() {
+			ip, err := netip.ParseAddr(n)
+			if err != nil {
+				refused[k] = fmt.Sprintf("%s: not an address", n)
+				return
+			}
+			askCtx, cancel := context.WithTimeout(ctx, i.settings.CallTimeout)
+			defer cancel()
+			askCtx = consent.WithSource(askCtx, s.Self.IP)
+			a, err := i.peers.client.Retire(askCtx, ip, consent.RetireRequest{Cluster: cluster, By: s.Self.IP.String(), Gone: gone})
+			switch {
+			case err != nil:
+				refused[k] = fmt.Sprintf("%s: its agent does not answer: %v", n, err)
+			case !a.Retired:
+				refused[k] = fmt.Sprintf("%s: %s", n, a.Detail)
+			}
+		})
+	}
+	wg.Wait()
+	return slices.DeleteFunc(refused, func(r string) bool { return r == "" })
+}
+
 // PinnedClusterID is the ID of the cluster this node belongs to, in hex,
 // or "" before its first join.
 func (i *Inspector) PinnedClusterID() string { return i.State.ClusterID }
@@ -189,6 +219,9 @@ type readOnlyStore struct{ state.Store }
 
 func (readOnlyStore) Save(state.State) error           { return nil }
 func (readOnlyStore) SavePromise(*state.Promise) error { return nil }
+func (readOnlyStore) SaveRetirement(*state.Retirement) error {
+	return fmt.Errorf("read-only: the inspector promises nothing")
+}
 
 // configList is the configuration's list, read on every Refresh. Like
 // the agent's list source, it keeps the last list applied in force while

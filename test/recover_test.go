@@ -2,8 +2,10 @@ package test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -19,9 +21,11 @@ import (
 // falls behind while 1 and 2 write on; then 1 and 2 stop, and host 2 is
 // gone for good (its data destroyed). `etcdlet recover` on node 3 refuses
 // and names node 1, whose log goes further; on node 1 it recovers, with
-// node 2 named gone for good; a second recovery on node 3 is refused. Node
-// 3 rejoins (etcdlet restore --rejoin), a new host 4 replaces 2 in the
-// list, and all three form the recovered cluster.
+// node 2 named gone for good, once node 3 promised not to start its old
+// member again; a second recovery on node 3 is refused, and node 3's
+// member stays stopped. A new host 4 replaces 2 in the list; node 1
+// starts the recovered cluster, node 3 moves its data aside and joins on
+// its own, and all three form the recovered cluster.
 func TestRecoverFromTheSurvivorsData(t *testing.T) {
 	t.Parallel()
 	c, cli := startCluster(t, netRecover, 3)
@@ -48,7 +52,10 @@ func TestRecoverFromTheSurvivorsData(t *testing.T) {
 	}
 	c.Agent(1).Stop()
 	c.Agent(2).Stop()
-	if err := os.RemoveAll(c.DataDir(2)); err != nil { // host 2 is gone for good
+	// Host 2 is "gone for good": its data out of reach, until it comes
+	// back below, unexpectedly, with its data.
+	hidden := c.DataDir(2) + ".out-of-reach"
+	if err := os.Rename(c.DataDir(2), hidden); err != nil {
 		t.Fatal(err)
 	}
 
@@ -90,33 +97,81 @@ func TestRecoverFromTheSurvivorsData(t *testing.T) {
 		}
 		return nil
 	})
-	for _, w := range []string{"recovered at revision", c.IP(2) + " is gone for good", "marked compacted"} {
+	for _, w := range []string{"recovered at revision", c.IP(2) + " is gone for good", "marked compacted",
+		c.IP(3) + " promised not to start their members of cluster " + fmt.Sprintf("%x", oldCluster) + " again"} {
 		if !strings.Contains(out, w) {
 			t.Errorf("recover's output lacks %q:\n%s", w, out)
 		}
 	}
 	requireKeptData(t, movedAside(t, c, 1))
 
-	// The recovered cluster runs on node 1: a second recovery, on a
-	// survivor that has not rejoined, would start a third cluster.
-	c.Agent(1).Restart()
-	c.Agent(3).Stop()
+	// Node 3 promised node 1, for good, not to start its member of the
+	// old cluster again: were host 2 to come back with its data, the two
+	// would make that cluster's quorum beside the recovered one. Its
+	// agent stopped the member and keeps the data; a second recovery,
+	// there, is refused; a restart of its agent changes nothing.
+	promised := "this node promised " + c.IP(1) + " not to start its member of cluster " + fmt.Sprintf("%x", oldCluster) + " again"
 	harness.Eventually(t, 30*time.Second, "a second recovery, on node 3, is refused", func() error {
 		out, code := recoverOn(3, gone)
-		if code == 0 || !strings.Contains(out, "if a recovery or restore already ran there, this node joins it (etcdlet restore --rejoin)") {
+		if code == 0 || !strings.Contains(out, promised) {
 			return errorf("recover on node 3 after node 1 recovered: exit %d\n%s", code, out)
 		}
 		return nil
 	})
 	requireUntouched(t, c, 3)
+	c.Agent(3).Stop()
+	c.Agent(3).Restart()
+	harness.Eventually(t, 30*time.Second, "node 3 waits for the recovered cluster, its member stopped", func() error {
+		out, _, _ := etcdlet(t, "status", "--config", c.ConfigPath(3))
+		for _, w := range []string{"promised " + c.IP(1) + " not to start its member", "promised " + c.IP(1) + " not to start again",
+			"a recovery runs on " + c.IP(1)} {
+			if !strings.Contains(out, w) {
+				return errorf("status on node 3 lacks %q:\n%s", w, out)
+			}
+		}
+		return nil
+	})
+	requireUntouched(t, c, 3)
 
-	// Node 3 rejoins; host 4 replaces the lost host 2 in the list.
-	if o, stderr, code := etcdlet(t, "restore", "--rejoin", "--yes", "--config", c.ConfigPath(3)); code != 0 {
-		t.Fatalf("restore --rejoin on node 3: exit %d\n%s%s", code, o, stderr)
+	// Host 2, named gone, comes back with its data before the recovered
+	// cluster runs: its member restarts, and with node 3's member it would
+	// make the old cluster's quorum (2 of 3) beside the recovered one.
+	// Node 3's promise keeps its member stopped: no quorum.
+	if err := os.Rename(hidden, c.DataDir(2)); err != nil {
+		t.Fatal(err)
 	}
+	c.Agent(2).Restart()
+	harness.Eventually(t, 30*time.Second, "node 2's member runs again, node 3's stays stopped", func() error {
+		out, _, _ := etcdlet(t, "status", "--config", c.ConfigPath(2))
+		rows := map[int]string{}
+		for _, line := range strings.Split(out, "\n") {
+			for n := 2; n <= 3; n++ {
+				if f := strings.Fields(line); len(f) > 0 && f[0] == c.IP(n) {
+					rows[n] = line
+				}
+			}
+		}
+		if !strings.Contains(rows[2], "running") || !strings.Contains(rows[3], "stopped, promised "+c.IP(1)) {
+			return errorf("status on node 2:\n%s", out)
+		}
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	_, err := c.ClientOf(2, 3).Get(ctx, "data/before/0")
+	cancel()
+	if err == nil {
+		t.Fatal("the old cluster answers with quorum beside the recovery: node 3 started its member although it promised not to")
+	}
+	c.Agent(2).Stop()
+	if err := os.RemoveAll(c.DataDir(2)); err != nil { // now gone for good
+		t.Fatal(err)
+	}
+
+	// Host 4 replaces the lost host 2 in the list; then the recovered
+	// node starts, and node 3 moves its data aside and joins on its own.
 	c.WriteMembers(1, 3, 4)
 	c.WriteConfig(4)
-	c.Agent(3).Restart()
+	c.Agent(1).Restart()
 	c.Start(4)
 	cli2 := c.ClientOf(1, 3, 4)
 	c.Wait(cli2, convergeTimeout, 1, 3, 4)
@@ -135,6 +190,10 @@ func TestRecoverFromTheSurvivorsData(t *testing.T) {
 		t.Errorf("the recovered cluster writes at revision %d; want past %d, the highest seen plus the bump", resp.Header.Revision, seen)
 	}
 	requireCompactionError(t, watch)
+	requireKeptData(t, movedAside(t, c, 3))
+	if _, err := os.Stat(filepath.Join(c.StateDir(3), "retired.json")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("node 3 still holds its promise after it joined the recovered cluster: %v", err)
+	}
 }
 
 // requireUntouched asserts that a refused recovery changed nothing: the

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -41,7 +42,10 @@ node, with every write it holds (/usr/share/doc/etcdlet/operations.md,
     answers or is held at a listed node (a recovery ran already: join it),
     and when another node's log goes further than this node's, unless
     --reason says why to lose the writes only that node holds.
- 3. It copies the data dir, records its whole log as committed (an entry
+ 3. Every other node that holds data of the cluster promises, for good
+    and before anything changes here, not to start its member of it
+    again: its agent stops the member and keeps the data.
+ 4. It copies the data dir, records its whole log as committed (an entry
     above the commit index this member recorded may have been committed
     and acknowledged by a leader whose notice never reached it: raft keeps
     it when it elects this member, and so does the recovery), starts etcd
@@ -51,9 +55,10 @@ node, with every write it holds (/usr/share/doc/etcdlet/operations.md,
     reported by --bump-revision (default 1,000,000,000) and marked
     compacted, the old data dir moved aside (never deleted), the agent
     pinned to the new cluster.
- 4. Start etcdlet here. On every other listed node: stop etcdlet, run
-    etcdlet restore --rejoin (the data dir moved aside), start etcdlet: the
-    agent here adds them one at a time, as learners, then voters.
+ 5. Start etcdlet here. The other survivors' agents see the recovered
+    cluster answer here, move their data aside (kept) and join; the agent
+    here adds them one at a time, as learners, then voters. Take the hosts
+    that are gone off the member list first (or replace them).
 
 A host that is gone for good must never start its member on its old data
 again: replace it in the member list, or clear it with etcdlet restore
@@ -85,8 +90,8 @@ again: replace it in the member list, or clear it with etcdlet restore
 					}
 				}
 			}
+			defer inspector.Close()
 			reports := inspector.ListedData(cmd.Context(), snap)
-			inspector.Close()
 			out := cmd.OutOrStdout()
 			statusreport.WriteData(out, reports)
 			r, err := restore.PrepareRecovery(settings, self, restore.RecoveryRequest{Reports: reports, Quorum: quorum, Foreign: foreign, Gone: gone, Reason: reason, Bump: bump})
@@ -97,13 +102,26 @@ again: replace it in the member list, or clear it with etcdlet restore
 			if !yes && !confirm(cmd, "go ahead?") {
 				return fmt.Errorf("not confirmed")
 			}
+			// Every other survivor promises first, for good, never to
+			// start its member of the lost cluster again: with hosts named
+			// gone that come back with their data, it could make that
+			// cluster's quorum beside the recovered one.
+			if refused := inspector.Retire(cmd.Context(), snap, r.Survivors, r.Data.ClusterID, gone); len(refused) > 0 {
+				return fmt.Errorf("not every other survivor promised not to start its member again, so nothing was changed here:\n  %s\n"+
+					"those that promised keep their members stopped and wait for a recovery from this node: run etcdlet recover here again",
+					strings.Join(refused, "\n  "))
+			}
+			if len(r.Survivors) > 0 {
+				fmt.Fprintf(out, "%s promised not to start their members of cluster %s again; they join the recovered cluster once it runs here\n",
+					strings.Join(r.Survivors, ", "), r.Data.ClusterID)
+			}
 			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 			moved, revision, kept, err := restore.RunRecovery(cmd.Context(), settings, r, log, time.Now())
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(out, "recovered at revision %d with %d log entries above the recorded commit index; the old data dir is at %s (kept).\n"+
-				"Start etcdlet here first; then on every other listed node: systemctl stop etcdlet; etcdlet restore --rejoin; systemctl start etcdlet.\n",
+				"Start etcdlet here: the other survivors' agents move their data aside (kept) and join as learners, one at a time.\n",
 				revision, kept, orNothing(moved))
 			return nil
 		},

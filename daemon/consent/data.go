@@ -3,8 +3,6 @@ package consent
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"io"
 	"net/http"
 	"net/netip"
 	"slices"
@@ -35,6 +33,9 @@ type DataReport struct {
 	Note            string `json:"note,omitempty"`
 	// Error says why the data could not be read (none: no data).
 	Error string `json:"error,omitempty"`
+	// RetiredFor is the node this one promised not to start its member
+	// again for: that node recovers the cluster from its data.
+	RetiredFor string `json:"retiredFor,omitempty"`
 }
 
 // HasData reports whether the node holds member data that was read.
@@ -87,17 +88,5 @@ func (c *Client) Data(ctx context.Context, node netip.Addr) (DataReport, error) 
 	if err != nil {
 		return DataReport{}, err
 	}
-	resp, err := c.HTTP.Do(req)
-	if err != nil {
-		return DataReport{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return DataReport{}, statusError(resp)
-	}
-	var d DataReport
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&d); err != nil {
-		return DataReport{}, fmt.Errorf("read the data report: %w", err)
-	}
-	return d, nil
+	return decodeAnswer[DataReport](c, req, "data report")
 }

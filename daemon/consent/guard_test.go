@@ -21,6 +21,7 @@ import (
 	"net/netip"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -122,12 +123,20 @@ type endpoint struct {
 	mu       sync.Mutex
 	promises [][]string
 	wakes    int
+	// retiredBy are the callers of the retirements that reached it.
+	retiredBy []netip.Addr
 }
 
 func (e *endpoint) reached() (promises, wakes int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	return len(e.promises), e.wakes
+}
+
+func (e *endpoint) retirements() []netip.Addr {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return slices.Clone(e.retiredBy)
 }
 
 // serve runs the peer endpoint on at with the list listed in force, over
@@ -170,7 +179,13 @@ func serve(t *testing.T, at netip.Addr, listed []string, peer *config.TLSFiles, 
 	data := func(context.Context) DataReport {
 		return DataReport{Node: at.String(), MemberID: "8e9e05c52164694d", LastTerm: 3, LastIndex: 120, Commit: 118, Revision: 99}
 	}
-	srv := Server(Handler(answer, promise, wake, data, NewGuard(tlsConfig, log)), tlsConfig)
+	retire := func(caller netip.Addr, req RetireRequest) RetireAnswer {
+		e.mu.Lock()
+		e.retiredBy = append(e.retiredBy, caller)
+		e.mu.Unlock()
+		return RetireAnswer{Node: at.String(), Retired: true}
+	}
+	srv := Server(Handler(Endpoints{Answer: answer, Promise: promise, Wake: wake, Data: data, Retire: retire}, NewGuard(tlsConfig, log)), tlsConfig)
 	go func() {
 		if tlsConfig != nil {
 			_ = srv.ServeTLS(l, "", "")
@@ -287,12 +302,15 @@ func TestPeerEndpointAdmitsOnlyListedPeers(t *testing.T) {
 			e := serve(t, tt.at, tt.listed, peer, nil)
 			c := caller(t, tt.from, tt.cert, caFile)
 			body, _ := json.Marshal(Request{List: []string{node2.String(), "127.0.201.99"}})
+			retire, _ := json.Marshal(RetireRequest{Cluster: "cdf818194e3a8c32", By: tt.from.String()})
 			got := map[string]outcome{
 				"GET " + PathBootstrap:  call(t, c, e, http.MethodGet, PathBootstrap, nil),
 				"POST " + PathBootstrap: call(t, c, e, http.MethodPost, PathBootstrap, body),
 				"POST " + PathWake:      call(t, c, e, http.MethodPost, PathWake, nil),
+				"POST " + PathRetire:    call(t, c, e, http.MethodPost, PathRetire, retire),
 			}
-			want := map[string]int{"GET " + PathBootstrap: tt.get, "POST " + PathBootstrap: tt.post, "POST " + PathWake: tt.wake}
+			// A retirement is held to the rule of a promise.
+			want := map[string]int{"GET " + PathBootstrap: tt.get, "POST " + PathBootstrap: tt.post, "POST " + PathWake: tt.wake, "POST " + PathRetire: tt.post}
 			for req, o := range got {
 				if o.status != want[req] {
 					t.Errorf("%s: %d %q, want %d", req, o.status, o.body, want[req])
@@ -308,6 +326,15 @@ func TestPeerEndpointAdmitsOnlyListedPeers(t *testing.T) {
 			}
 			if wantWakes := map[bool]int{true: 1}[tt.wake == woken]; wakes != wantWakes {
 				t.Errorf("%d wake-ups reached the node, want %d", wakes, wantWakes)
+			}
+			// The node controller hears who asked for the retirement: it
+			// keeps a promise to that node only.
+			wantRetired := []netip.Addr(nil)
+			if tt.post == answered {
+				wantRetired = []netip.Addr{tt.from}
+			}
+			if got := e.retirements(); !slices.Equal(got, wantRetired) {
+				t.Errorf("retirements reached the node from %v, want %v", got, wantRetired)
 			}
 		})
 	}
@@ -359,7 +386,7 @@ func TestRefusalsAreLoggedAtABoundedRate(t *testing.T) {
 	log := slog.New(slog.NewJSONHandler(&lockedWriter{w: &buf, mu: &mu}, nil))
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)
 	g := &Guard{Certs: true, Log: log, Now: func() time.Time { return now }}
-	h := Handler(func() Answer { return Answer{List: []string{node1.String()}} }, nil, func() {}, nil, g)
+	h := Handler(Endpoints{Answer: func() Answer { return Answer{List: []string{node1.String()}} }, Wake: func() {}}, g)
 	flood := func(n int) {
 		for range n {
 			r, _ := http.NewRequest(http.MethodPost, PathWake, nil)

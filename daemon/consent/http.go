@@ -40,15 +40,27 @@ type Request struct {
 	List []string `json:"list"`
 }
 
-// Handler serves the agent peer endpoint: answer returns this node's
-// current answer, promise its answer to a bootstrap of a list (recording
-// the promise when it agrees), wake asks for a reconcile pass now (it
-// must not block), data what the member's data holds. guard admits the
-// callers first: a promise and a wake-up only from a node of the list in
-// force here (answer's List).
-func Handler(answer func() Answer, promise func(list []string) Answer, wake func(), data func(context.Context) DataReport, guard *Guard) http.Handler {
+// Endpoints are what the agent peer endpoint serves: Answer returns this
+// node's current answer, Promise its answer to a bootstrap of a list
+// (recording the promise when it agrees), Wake asks for a reconcile pass
+// now (it must not block), Data what the member's data holds, Retire its
+// answer to a recovering node (recording the promise when it gives it).
+type Endpoints struct {
+	Answer  func() Answer
+	Promise func(list []string) Answer
+	Wake    func()
+	Data    func(context.Context) DataReport
+	Retire  func(caller netip.Addr, req RetireRequest) RetireAnswer
+}
+
+// Handler serves the agent peer endpoint. guard admits the callers first:
+// a promise, a retirement and a wake-up only from a node of the list in
+// force here (Answer's List).
+func Handler(e Endpoints, guard *Guard) http.Handler {
+	answer, promise, wake := e.Answer, e.Promise, e.Wake
 	mux := http.NewServeMux()
-	mux.HandleFunc("GET "+PathData, dataHandler(data))
+	mux.HandleFunc("GET "+PathData, dataHandler(e.Data))
+	mux.HandleFunc("POST "+PathRetire, retireHandler(e.Retire))
 	mux.HandleFunc("GET "+PathBootstrap, func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_ = json.NewEncoder(w).Encode(answer())
@@ -205,32 +217,47 @@ func (c *Client) Ask(ctx context.Context, node netip.Addr) (Answer, error) {
 
 // Promise asks one node to agree to a bootstrap of list.
 func (c *Client) Promise(ctx context.Context, node netip.Addr, list []string) (Answer, error) {
-	body, err := json.Marshal(Request{List: list})
+	req, err := c.post(ctx, node, PathBootstrap, Request{List: list})
 	if err != nil {
 		return Answer{}, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(node, PathBootstrap), bytes.NewReader(body))
-	if err != nil {
-		return Answer{}, err
-	}
-	req.Header.Set("Content-Type", "application/json")
 	return c.answer(req)
 }
 
 func (c *Client) answer(req *http.Request) (Answer, error) {
+	return decodeAnswer[Answer](c, req, "answer")
+}
+
+// decodeAnswer sends req and decodes the JSON answer of another agent; what names
+// it in an error.
+func decodeAnswer[T any](c *Client, req *http.Request, what string) (T, error) {
+	var v T
 	resp, err := c.HTTP.Do(req)
 	if err != nil {
-		return Answer{}, err
+		return v, err
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
-		return Answer{}, statusError(resp)
+		return v, statusError(resp)
 	}
-	var a Answer
-	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&a); err != nil {
-		return Answer{}, fmt.Errorf("read answer: %w", err)
+	if err := json.NewDecoder(io.LimitReader(resp.Body, maxAnswer)).Decode(&v); err != nil {
+		return v, fmt.Errorf("read the %s: %w", what, err)
 	}
-	return a, nil
+	return v, nil
+}
+
+// post is a POST of body as JSON to path on node.
+func (c *Client) post(ctx context.Context, node netip.Addr, path string, body any) (*http.Request, error) {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.url(node, path), bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	return req, nil
 }
 
 // Wake asks one node's agent for a pass now.

@@ -34,7 +34,24 @@ const (
 	MoveAside    Kind = "move-aside"    // data belongs to a removed member
 	DeclareStale Kind = "declare-stale" // our identity is a started member but our data is gone
 	Refuse       Kind = "refuse"        // unsafe to act; an operator must look
+	// StopRetired: running, but this node promised not to run its member
+	// of this cluster again (Retirement): stop it, keep the data.
+	StopRetired Kind = "stop-retired"
+	// LeaveForSuccessor: the cluster recovered from another node's data
+	// answers there: move the retired member's data aside, forget the old
+	// cluster, join the recovered one.
+	LeaveForSuccessor Kind = "leave-for-successor"
 )
+
+// Retirement is this node's promise not to start its member of Cluster
+// again, made to By, which recovers that cluster from its own data
+// (etcdlet recover); the zero value when there is none.
+type Retirement struct {
+	Cluster uint64
+	By      netip.Addr
+	// Unreadable says why the promise could not be read: it may stand.
+	Unreadable string
+}
 
 // Refusal names a safety rule under which the agent refuses to act until
 // the situation changes or an operator acts: the reason label of
@@ -143,6 +160,9 @@ type Inputs struct {
 	// data aside too often (etcd.moveAsideLimit) without the operator
 	// acknowledging it.
 	Flapping string
+	// Retired is the promise not to start the member of the pinned
+	// cluster, when this node made one.
+	Retired Retirement
 }
 
 // Decision says what to do and why.
@@ -162,6 +182,9 @@ type Decision struct {
 	// Refusal names the safety rule behind a Refuse, or behind a Wait that
 	// is one; empty otherwise.
 	Refusal Refusal
+	// RecoveredBy is the node whose recovered cluster this node leaves
+	// for (LeaveForSuccessor).
+	RecoveredBy netip.Addr
 }
 
 // Decide encodes the local safety rules: never bootstrap while an
@@ -174,6 +197,9 @@ type Decision struct {
 // it aside instead); never drop data of another cluster silently.
 func Decide(in Inputs) Decision {
 	v := in.View
+	if r := in.Retired; r.Cluster != 0 && r.Cluster == in.Pinned {
+		return decideRetired(in)
+	}
 	if in.Running {
 		// Removed only as the node's own cluster says: a member that is
 		// not pinned yet, or a view of another cluster, is kept running.
@@ -233,6 +259,33 @@ func Decide(in Inputs) Decision {
 	// cluster before it (disaster recovery: one that was only down) is
 	// another cluster's, and never takes this one's place or leadership.
 	return decideFounding(in)
+}
+
+// decideRetired: this node promised not to start its member of the pinned
+// cluster again, for another node recovers that cluster from its own data.
+// Started beside the recovered cluster, the member could make the old
+// cluster's quorum with hosts the operator named gone (should they come
+// back with their data): two clusters. So it is stopped, and the data is
+// kept until the recovered cluster answers at the recovering node (a
+// recovery that failed can be run again, there or, naming that node gone,
+// elsewhere); then it goes aside and the node joins as a new member.
+func decideRetired(in Inputs) Decision {
+	r := in.Retired
+	pinned := membership.IDString(in.Pinned)
+	if r.Unreadable != "" {
+		return Decision{Kind: StopRetired, Reason: "this node's promise not to start its member cannot be read (" + r.Unreadable + "); the member is not run until it can be"}
+	}
+	if in.Running {
+		return Decision{Kind: StopRetired, Reason: fmt.Sprintf("this node promised %s not to run its member of cluster %s again (%s recovers that cluster from its data): stopping it, keeping the data until the recovered cluster answers", r.By, pinned, r.By)}
+	}
+	for _, f := range in.View.Foreign {
+		if ip, ok := identity.IPFromURL(f.Endpoint); ok && ip.Unmap() == r.By.Unmap() && f.ClusterID != in.Pinned {
+			return Decision{Kind: LeaveForSuccessor, RecoveredBy: r.By, Reason: fmt.Sprintf("cluster %s answers at %s, which recovered cluster %s from its data: this node's data of %s goes aside (kept) and it joins %s as a new member",
+				membership.IDString(f.ClusterID), r.By, pinned, pinned, membership.IDString(f.ClusterID))}
+		}
+	}
+	return Decision{Kind: Wait, Reason: fmt.Sprintf("this node promised %s not to start its member of cluster %s again: %s recovers that cluster from its data (etcdlet recover); waiting for the recovered cluster to answer there (start etcdlet on %s), then this node's data goes aside (kept) and it joins as a new member",
+		r.By, pinned, r.By, r.By)}
 }
 
 // decideConsent: the listed nodes bootstrap together once every one of

@@ -30,6 +30,10 @@ func reached(members ...membership.Member) membership.View {
 	return membership.View{Reached: true, Established: true, Observation: membership.Observation{ClusterID: 0xc1, LeaderID: 1, Members: members}}
 }
 
+func retiredTo(ip string) Retirement {
+	return Retirement{Cluster: 0xc1, By: netip.MustParseAddr(ip)}
+}
+
 func TestDecide(t *testing.T) {
 	self := ident("192.0.2.3")
 	list := []identity.Member{ident("192.0.2.1"), ident("192.0.2.2"), self}
@@ -224,6 +228,25 @@ func TestDecide(t *testing.T) {
 			in: Inputs{InList: true, Running: true, LocalID: 3, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: Keep},
 		{name: "running and the cluster unreachable: keep (never act on a partial view)",
 			in: Inputs{InList: true, Running: true, LocalID: 3, Pinned: 0xc1, View: nobody}, want: Keep},
+
+		// A node that promised a recovering node (192.0.2.2) not to start
+		// its member of cluster c1 again.
+		{name: "retired: a running member stops, its data kept",
+			in: Inputs{InList: true, Running: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: noQuorum, Retired: retiredTo("192.0.2.2")}, want: StopRetired, why: "promised 192.0.2.2 not to run its member of cluster c1 again"},
+		{name: "retired: the old cluster back with quorum (the hosts named gone returned) does not start it",
+			in: Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: cluster, Retired: retiredTo("192.0.2.2")}, want: Wait, why: "waiting for the recovered cluster to answer there"},
+		{name: "retired: waits, data in place, until the recovered cluster answers at the recovering node",
+			in: Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: noQuorum, Retired: retiredTo("192.0.2.2")}, want: Wait, why: "start etcdlet on 192.0.2.2"},
+		{name: "retired: another cluster at another node is not the recovered one",
+			in: Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: foreign(noQuorum), Retired: retiredTo("192.0.2.1")}, want: Wait},
+		{name: "retired: the recovered cluster answers at the recovering node: leave for it",
+			in: Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: foreign(noQuorum), Retired: retiredTo("192.0.2.2")}, want: LeaveForSuccessor, why: "cluster f0 answers at 192.0.2.2"},
+		{name: "retired: data already aside, still pinned (a crash in between): leave for it",
+			in: Inputs{InList: true, Pinned: 0xc1, WasMember: true, View: foreign(noQuorum), Retired: retiredTo("192.0.2.2")}, want: LeaveForSuccessor},
+		{name: "retired: an unreadable promise may stand: the member does not run",
+			in: Inputs{InList: true, Data: wal, LocalID: 3, Pinned: 0xc1, View: cluster, Retired: Retirement{Cluster: 0xc1, Unreadable: "permission denied"}}, want: StopRetired, why: "cannot be read"},
+		{name: "a promise for another cluster than this node's binds nothing",
+			in: Inputs{InList: true, Running: true, LocalID: 3, Pinned: 0xc1, View: cluster, Retired: Retirement{Cluster: 0xbad, By: netip.MustParseAddr("192.0.2.2")}}, want: Keep},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -96,12 +96,17 @@ type memStore struct {
 	op         state.Operator
 	promise    *state.Promise
 	promiseErr error // what LoadPromise fails with
+	retired    *state.Retirement
 }
 
 func (m *memStore) Load() (state.State, error)            { return m.st, nil }
 func (m *memStore) Save(s state.State) error              { m.st = s; return nil }
 func (m *memStore) LoadOperator() (state.Operator, error) { return m.op, nil }
 func (m *memStore) LoadPromise() (*state.Promise, error)  { return m.promise, m.promiseErr }
+func (m *memStore) LoadRetirement() (*state.Retirement, error) {
+	return m.retired, nil
+}
+func (m *memStore) SaveRetirement(r *state.Retirement) error { m.retired = r; return nil }
 func (m *memStore) SavePromise(p *state.Promise) error {
 	if p != nil {
 		p.List = slices.Clone(p.List)

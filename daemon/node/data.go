@@ -33,6 +33,9 @@ func (n *Node) DataOf(ctx context.Context, self identity.Member) consent.DataRep
 	}
 	r.MemberID, r.ClusterID = membership.IDString(s.MemberID), membership.IDString(s.ClusterID)
 	r.LastTerm, r.LastIndex, r.Commit, r.Revision = s.LastTerm, s.LastIndex, s.Commit, s.Revision
+	if ret, err := n.Store.LoadRetirement(); err == nil && ret != nil && parseID(ret.ClusterID) == s.ClusterID {
+		r.RetiredFor = ret.By
+	}
 	if !s.BackendInUse {
 		return r
 	}

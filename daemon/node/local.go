@@ -76,6 +76,15 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) (next time.Duration, ok
 		return n.moveAside(n.localMemberID(&s), d.Reason, droppedBy(s))
 	case localmember.MoveAside:
 		return n.moveAside(n.localMemberID(&s), d.Reason, droppedBy(s))
+	case localmember.StopRetired:
+		if err := n.Runtime.Stop(ctx); err != nil {
+			n.Log.Error("stop the member this node promised not to run", "error", err)
+			return interval, false
+		}
+		n.logOnce("local", "retired", slog.LevelWarn, "stopped the local member: this node promised not to run it again", "reason", d.Reason)
+		return n.settle(), true
+	case localmember.LeaveForSuccessor:
+		return n.leaveForSuccessor(s)
 	case localmember.Wait:
 		if s.View.Reached {
 			// Waiting to be added: the writer may add this node any moment

@@ -179,6 +179,7 @@ func (n *Node) decide(ctx context.Context, s *Snapshot) localmember.Decision {
 	in.Approved = n.approved(op, s.List)
 	in.DataProblem = n.dataProblem(s)
 	in.Flapping = n.flapping(op)
+	in.Retired = n.retirement(s.Pinned)
 	if in.InList && !in.Running && !in.Data.HasData() && !s.View.Reached && !s.View.Established && !s.View.Ambiguous() {
 		switch {
 		case in.Mode == config.BootstrapNever:

@@ -69,6 +69,8 @@ type Store interface {
 	LoadOperator() (state.Operator, error)
 	LoadPromise() (*state.Promise, error)
 	SavePromise(*state.Promise) error
+	LoadRetirement() (*state.Retirement, error)
+	SaveRetirement(*state.Retirement) error
 }
 
 // Peers reaches the other listed nodes' agents (consent.Client).
@@ -156,6 +158,9 @@ type Node struct {
 	// promiseMu orders the reads and writes of the bootstrap promise
 	// (the peer endpoint's handler and the pass).
 	promiseMu sync.Mutex
+	// retireMu does the same for the promise not to start the member
+	// (Retire).
+	retireMu sync.Mutex
 }
 
 // New builds a node controller; st is the state loaded from the store.

@@ -105,6 +105,8 @@ func Ready(in ReadyInputs) Readiness {
 	switch {
 	case !s.View.Reached:
 		return notReady(NotReadyUnreachable, "the cluster does not answer with quorum (%s); %s", problems(s.View.Problems), decision(s.Decision))
+	case s.Decision.Kind == localmember.StopRetired:
+		return notReady(NotReadyRemoved, "local member %s is being stopped (%s)", name, decision(s.Decision))
 	case s.Decision.Kind == localmember.StopRemoved:
 		return notReady(NotReadyRemoved, "local member %s was removed from the cluster and is being stopped (%s)", name, decision(s.Decision))
 	case !isMember && s.Decision.Refusal != "":

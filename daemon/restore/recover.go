@@ -31,6 +31,10 @@ type Recovery struct {
 	Reason string
 	// Gone are the listed nodes the operator named gone for good.
 	Gone []consent.DataReport
+	// Survivors are the other nodes that hold data of the cluster: each
+	// must promise not to start its member again (consent.RetireRequest)
+	// before the recovery starts.
+	Survivors []string
 	// Highest is the highest revision any node of the cluster reported.
 	Highest int64
 	DataDir string
@@ -111,6 +115,9 @@ func PrepareRecovery(s Settings, self identity.Member, req RecoveryRequest) (Rec
 		return Recovery{}, fmt.Errorf("%s holds no member data: recover on a node that does (etcdlet status lists them), or restore a snapshot (etcdlet restore)", s.DataDir)
 	case slices.Contains(goneNodes, r.Data.Node):
 		return Recovery{}, fmt.Errorf("--gone %s names this node", r.Data.Node)
+	case r.Data.RetiredFor != "" && !slices.Contains(goneNodes, r.Data.RetiredFor):
+		return Recovery{}, fmt.Errorf("this node promised %s not to start its member of cluster %s again: %[1]s recovers the cluster from its data; start etcdlet there, "+
+			"or, if %[1]s is gone for good, name it: --gone %[1]s", r.Data.RetiredFor, r.Data.ClusterID)
 	}
 	var silent []string
 	for _, d := range req.Reports {
@@ -128,7 +135,11 @@ func PrepareRecovery(s Settings, self identity.Member, req RecoveryRequest) (Rec
 		case d.ClusterID != r.Data.ClusterID:
 			return Recovery{}, fmt.Errorf("%s holds data of cluster %s, not of this node's %s: if a recovery or restore already ran there, "+
 				"this node joins it (etcdlet restore --rejoin) instead of starting another", d.Node, d.ClusterID, r.Data.ClusterID)
+		case d.RetiredFor != "" && d.RetiredFor != r.Data.Node && !slices.Contains(goneNodes, d.RetiredFor):
+			return Recovery{}, fmt.Errorf("%s promised %s not to start its member again: a recovery runs on %[2]s; start etcdlet there, "+
+				"or, if %[2]s is gone for good, name it: --gone %[2]s", d.Node, d.RetiredFor)
 		default:
+			r.Survivors = append(r.Survivors, d.Node)
 			r.Highest = max(r.Highest, d.Revision)
 			if d.Ahead(r.Data) {
 				r.Ahead = append(r.Ahead, d)

@@ -2,6 +2,7 @@ package restore
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 
@@ -11,6 +12,11 @@ import (
 
 func data(node string, term, index uint64, rev int64) consent.DataReport {
 	return consent.DataReport{Node: node, MemberID: "m" + node, ClusterID: "c1", LastTerm: term, LastIndex: index, Commit: index, Revision: rev}
+}
+
+func retired(d consent.DataReport, by string) consent.DataReport {
+	d.RetiredFor = by
+	return d
 }
 
 func silentNode(node string) consent.DataReport {
@@ -55,6 +61,14 @@ func TestPrepareRecovery(t *testing.T) {
 		{"a node without data loses nothing", RecoveryRequest{Reports: []consent.DataReport{data("2001:db8::1", 3, 90, 70), {Node: "2001:db8::2"}}, Bump: 1000}, "", 70},
 		{"no data here", RecoveryRequest{Reports: []consent.DataReport{{Node: "2001:db8::1"}, data("2001:db8::2", 3, 90, 70)}}, "holds no member data", 0},
 		{"not listed", RecoveryRequest{Reports: []consent.DataReport{data("2001:db8::2", 3, 90, 70)}}, "this node (2001:db8::1) is not in the member list in force", 0},
+		{"this node promised another recovery", RecoveryRequest{Reports: []consent.DataReport{retired(data("2001:db8::1", 3, 90, 70), "2001:db8::3"), silentNode("2001:db8::2"), silentNode("2001:db8::3")},
+			Gone: []string{"2001:db8::2"}}, "this node promised 2001:db8::3 not to start its member of cluster c1 again: 2001:db8::3 recovers the cluster from its data; start etcdlet there, or, if 2001:db8::3 is gone for good, name it: --gone 2001:db8::3", 0},
+		{"this node promised a recovery now named gone", RecoveryRequest{Reports: []consent.DataReport{retired(data("2001:db8::1", 3, 90, 70), "2001:db8::3"), silentNode("2001:db8::2"), silentNode("2001:db8::3")},
+			Gone: []string{"2001:db8::2", "2001:db8::3"}, Bump: 1000}, "", 70},
+		{"another survivor promised another recovery", RecoveryRequest{Reports: []consent.DataReport{data("2001:db8::1", 3, 90, 70), retired(data("2001:db8::2", 3, 80, 60), "2001:db8::3"), data("2001:db8::3", 3, 90, 70)}},
+			"2001:db8::2 promised 2001:db8::3 not to start its member again: a recovery runs on 2001:db8::3", 0},
+		{"a survivor that promised this node already (a recovery run again)", RecoveryRequest{Reports: []consent.DataReport{data("2001:db8::1", 3, 90, 70), retired(data("2001:db8::2", 3, 80, 60), "2001:db8::1"), silentNode("2001:db8::3")},
+			Gone: []string{"2001:db8::3"}, Bump: 1000}, "", 70},
 		{"a negative bump", RecoveryRequest{Reports: []consent.DataReport{data("2001:db8::1", 3, 90, 70)}, Bump: -1}, "--bump-revision -1: must be 0 or more", 0},
 	}
 	for _, tt := range tests {
@@ -70,6 +84,17 @@ func TestPrepareRecovery(t *testing.T) {
 			}
 			if r.Highest != tt.highest || r.Revision() != tt.highest+tt.req.Bump {
 				t.Errorf("highest %d, revision %d; want %d and %d", r.Highest, r.Revision(), tt.highest, tt.highest+tt.req.Bump)
+			}
+			// Every other node with data of the cluster must promise not
+			// to start its member again before anything changes.
+			var want []string
+			for _, d := range tt.req.Reports {
+				if d.HasData() && d.Node != self.IP.String() {
+					want = append(want, d.Node)
+				}
+			}
+			if !slices.Equal(r.Survivors, want) {
+				t.Errorf("survivors asked to promise: %v, want %v", r.Survivors, want)
 			}
 		})
 	}

@@ -188,7 +188,9 @@ func swapRestored(s Settings, p Plan, staging string, now time.Time) (moved stri
 	if err := store2.Save(st); err != nil {
 		return moved, err
 	}
-	return moved, nil
+	// A promise not to start the old member, made to a recovery that the
+	// operator then named gone, binds nothing on the new cluster.
+	return moved, store2.SaveRetirement(nil)
 }
 
 // swapIn puts the restored dir in place of the data dir; when the data dir

@@ -292,6 +292,10 @@ func (s *store) SavePromise(p *state.Promise) error {
 	return nil
 }
 
+// The simulator runs no recovery: no host is ever asked to retire.
+func (*store) LoadRetirement() (*state.Retirement, error) { return nil, nil }
+func (*store) SaveRetirement(*state.Retirement) error     { return nil }
+
 func (s *store) Load() (state.State, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -140,6 +140,24 @@ type Promise struct {
 	At   time.Time `json:"at"`
 }
 
+// RetireFile holds this node's promise not to start its member of a
+// cluster again (Retirement).
+const RetireFile = "retired.json"
+
+// Retirement records that this node promised not to start its member of
+// ClusterID again, because the node By recovers that cluster from its own
+// data (etcdlet recover). It is kept across restarts: were the member to
+// start again, it and the hosts the operator named gone for good (should
+// they come back with their data) could make that cluster's quorum beside
+// the recovered one. The node stops its member, keeps the data until the
+// recovered cluster answers at By, then moves it aside, forgets ClusterID
+// and joins the recovered cluster; the record goes then.
+type Retirement struct {
+	ClusterID string    `json:"clusterID"`
+	By        string    `json:"by"`
+	At        time.Time `json:"at"`
+}
+
 // OperatorFile holds what the operator told the agent through the CLI
 // (etcdlet bootstrap --approve, etcdlet ack-moves). Only the CLI writes
 // it; the agent reads it on every pass.
@@ -258,23 +276,37 @@ func (s State) Equal(o State) bool { return reflect.DeepEqual(s, o) }
 func (s State) AppliedList() []netip.Addr { return identity.ParseAddrs(s.LastAppliedList) }
 
 // LoadPromise returns the bootstrap promise; nil when there is none.
-func (s Store) LoadPromise() (*Promise, error) {
-	var p Promise
-	if found, err := s.ReadJSON(PromiseFile, &p); !found || err != nil {
-		return nil, err
-	}
-	return &p, nil
-}
+func (s Store) LoadPromise() (*Promise, error) { return loadOptional[Promise](s, PromiseFile) }
 
 // SavePromise writes the bootstrap promise atomically; nil removes it.
-func (s Store) SavePromise(p *Promise) error {
-	if p == nil {
-		if err := os.Remove(filepath.Join(s.Dir, PromiseFile)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("remove %s: %w", PromiseFile, err)
-		}
-		return nil
+func (s Store) SavePromise(p *Promise) error { return saveOptional(s, PromiseFile, p) }
+
+// LoadRetirement returns this node's retirement; nil when there is none.
+func (s Store) LoadRetirement() (*Retirement, error) { return loadOptional[Retirement](s, RetireFile) }
+
+// SaveRetirement writes the retirement atomically; nil removes it.
+func (s Store) SaveRetirement(r *Retirement) error { return saveOptional(s, RetireFile, r) }
+
+// loadOptional reads the file name of the state dir; nil when there is
+// none.
+func loadOptional[T any](s Store, name string) (*T, error) {
+	var v T
+	if found, err := s.ReadJSON(name, &v); !found || err != nil {
+		return nil, err
 	}
-	return s.WriteJSON(PromiseFile, p)
+	return &v, nil
+}
+
+// saveOptional writes v to the file name of the state dir atomically;
+// nil removes the file (an absent one is fine).
+func saveOptional[T any](s Store, name string, v *T) error {
+	if v != nil {
+		return s.WriteJSON(name, v)
+	}
+	if err := os.Remove(filepath.Join(s.Dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("remove %s: %w", name, err)
+	}
+	return nil
 }
 
 // MaxFileBytes bounds what is read of a file of the state dir. They hold

@@ -70,6 +70,7 @@ func TestStateFilesAreReadWithinTheRules(t *testing.T) {
 		{"state", FileName, func(s Store) error { _, err := s.Load(); return err }},
 		{"operator", OperatorFile, func(s Store) error { _, err := s.LoadOperator(); return err }},
 		{"promise", PromiseFile, func(s Store) error { _, err := s.LoadPromise(); return err }},
+		{"retirement", RetireFile, func(s Store) error { _, err := s.LoadRetirement(); return err }},
 	}
 	// padded is a valid JSON object of n bytes.
 	padded := func(n int) string { return "{}" + strings.Repeat(" ", n-2) }

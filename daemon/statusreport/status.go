@@ -431,8 +431,11 @@ func WriteData(w io.Writer, reports []consent.DataReport) {
 		case d.RevisionUnknown:
 			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%d\t-\trunning; revision unknown: %s\n", d.Node, d.MemberID, d.LastTerm, d.LastIndex, d.Commit, d.Note)
 		default:
-			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%d\t%d\t%s\n", d.Node, d.MemberID, d.LastTerm, d.LastIndex, d.Commit, d.Revision,
-				map[bool]string{true: "running", false: "stopped"}[d.Running])
+			member := map[bool]string{true: "running", false: "stopped"}[d.Running]
+			if d.RetiredFor != "" {
+				member += ", promised " + d.RetiredFor + " not to start again"
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%d/%d\t%d\t%d\t%s\n", d.Node, d.MemberID, d.LastTerm, d.LastIndex, d.Commit, d.Revision, member)
 		}
 	}
 	_ = tw.Flush()
@@ -444,6 +447,11 @@ func WriteData(w io.Writer, reports []consent.DataReport) {
 // furthest, naming the silent nodes gone; or, with no data left, a
 // snapshot restore.
 func RecoveryHint(reports []consent.DataReport) string {
+	if i := slices.IndexFunc(reports, func(d consent.DataReport) bool { return d.RetiredFor != "" }); i >= 0 {
+		by := reports[i].RetiredFor
+		return fmt.Sprintf("a recovery runs on %s (the other survivors promised it not to start their members again): start etcdlet there, and they join the recovered cluster; "+
+			"should %[1]s be gone for good, run etcdlet recover on another survivor naming it with --gone", by)
+	}
 	first := slices.IndexFunc(reports, consent.DataReport.HasData)
 	if first < 0 {
 		return "no listed node holds member data: restore a snapshot (etcdlet restore)"

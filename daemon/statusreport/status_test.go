@@ -268,6 +268,9 @@ func TestRecoveryHint(t *testing.T) {
 			"if 2001:db8::1, 2001:db8::2 are gone for good, on 2001:db8::3 (the furthest log of the nodes that answer): etcdlet recover --gone 2001:db8::1,2001:db8::2"},
 		{"no data anywhere", []consent.DataReport{{Node: "192.0.2.1"}, silent("192.0.2.2")},
 			"no listed node holds member data: restore a snapshot (etcdlet restore)"},
+		{"a recovery under way", []consent.DataReport{with("192.0.2.2", 9), {Node: "192.0.2.3", MemberID: "m", ClusterID: "c", LastTerm: 2, LastIndex: 8, RetiredFor: "192.0.2.1"}, silent("192.0.2.1")},
+			"a recovery runs on 192.0.2.1 (the other survivors promised it not to start their members again): start etcdlet there, and they join the recovered cluster; " +
+				"should 192.0.2.1 be gone for good, run etcdlet recover on another survivor naming it with --gone"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -235,6 +235,9 @@ func (c *Cluster) ClientURL(n int) string {
 // DataDir is agent n's etcd data dir.
 func (c *Cluster) DataDir(n int) string { return filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "data") }
 
+// StateDir is node n's agent.stateDir.
+func (c *Cluster) StateDir(n int) string { return filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state") }
+
 // ManifestDir is agent n's kubelet manifest dir (static-pod runtime).
 func (c *Cluster) ManifestDir(n int) string {
 	return filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "manifests")
@@ -388,7 +391,7 @@ func (c *Cluster) WriteConfig(n int) {
 	}
 	b.WriteString(c.Opts.EtcdConfig)
 	fmt.Fprintf(&b, "agent:\n  stateDir: %s\n  listen: \"%s\"\n  peerPort: %d\n",
-		filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "state"), net.JoinHostPort(c.LocalIP(n), strconv.Itoa(c.Ports.Agent)), c.Ports.AgentPeer)
+		c.StateDir(n), net.JoinHostPort(c.LocalIP(n), strconv.Itoa(c.Ports.Agent)), c.Ports.AgentPeer)
 	if !c.Opts.Defaults {
 		fmt.Fprintf(&b, "  reconcileInterval: %s\n  idleInterval: %s\n  logFormat: json\n  logLevel: debug\n",
 			c.Opts.ReconcileInterval, cmp.Or(c.Opts.IdleInterval, c.Opts.ReconcileInterval))
