@@ -340,6 +340,9 @@ func (a *Agent) startPeerEndpoint(wg *sync.WaitGroup) {
 func (a *Agent) retire(caller netip.Addr, req consent.RetireRequest) consent.RetireAnswer {
 	answer := a.node.Retire(caller, req)
 	if answer.Retired {
+		a.report.Events().Eventf(corev1.EventTypeWarning, kube.ReasonMemberRetired,
+			"promised %s not to start this node's member of cluster %s again: %s recovers that cluster from its data; this node's data goes aside (kept) and it joins the recovered cluster once it answers there",
+			req.By, req.Cluster, req.By)
 		a.wakes.Wake()
 	}
 	return answer

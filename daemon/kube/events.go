@@ -29,9 +29,12 @@ const (
 	ReasonAlarmDisarmed          = "AlarmDisarmed"
 	ReasonMembershipChangeFailed = "MembershipChangeFailed"
 	ReasonDataDirMovedAside      = "DataDirMovedAside"
-	ReasonMemberListRefused      = "MemberListRefused"
-	ReasonProtectionReverted     = "ProtectionReverted"
-	ReasonProtectionSwitched     = "ProtectionSwitched"
+	// ReasonMemberRetired: this node promised a recovering node not to
+	// start its member of the lost cluster again (etcdlet recover).
+	ReasonMemberRetired      = "MemberRetired"
+	ReasonMemberListRefused  = "MemberListRefused"
+	ReasonProtectionReverted = "ProtectionReverted"
+	ReasonProtectionSwitched = "ProtectionSwitched"
 	// The PacemakerCluster writer (package pacemakercluster).
 	ReasonPacemakerStatusWriterTakeover = "PacemakerStatusWriterTakeover"
 	ReasonPacemakerStatusRefused        = "PacemakerStatusRefused"
