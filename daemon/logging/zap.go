@@ -67,8 +67,10 @@ func (c *slogCore) Sync() error { return nil }
 //
 //   - a serve loop that ends because the server was closed on purpose:
 //     etcd logs it as an error ("setting up serving from embedded etcd
-//     failed." with "mux: server closed"), which a stop of the agent, or
-//     the end of a restore's temporary etcd, must not show as one;
+//     failed." with "mux: server closed", or "mux: listener closed" when
+//     the close came while the loop was still starting), which a stop of
+//     the agent, or the end of a restore's temporary etcd, must not show
+//     as one;
 //   - the warning that gRPC and HTTP share the client port ("not
 //     recommended for production"): that is etcd's default layout, and
 //     kubeadm's, which etcdlet keeps on purpose; an operator reading it at
@@ -79,7 +81,7 @@ func expected(msg string, fields map[string]any) bool {
 		return true
 	case "setting up serving from embedded etcd failed.":
 		err := fmt.Sprint(fields["error"])
-		for _, closed := range []string{"mux: server closed", "http: Server closed", "use of closed network connection", "the server has been stopped"} {
+		for _, closed := range []string{"mux: server closed", "mux: listener closed", "http: Server closed", "use of closed network connection", "the server has been stopped"} {
 			if strings.Contains(err, closed) {
 				return true
 			}
