@@ -108,6 +108,7 @@ const (
 	netSurvivors
 	netIdle
 	netRecover
+	netVersion
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

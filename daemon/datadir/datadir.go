@@ -282,3 +282,7 @@ func (d Dir) MountPoint() (bool, error) { return IsMountPoint(d.Path) }
 
 // Survey reads how far the data goes (ReadSurvey).
 func (d Dir) Survey() (Survey, error) { return ReadSurvey(d.Path) }
+
+// ClusterVersion reads the cluster version the backend recorded
+// (ReadClusterVersion).
+func (d Dir) ClusterVersion() (string, error) { return ReadClusterVersion(d.Path) }

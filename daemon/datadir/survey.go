@@ -111,3 +111,29 @@ func (s *Survey) readBackend(path string) error {
 		return nil
 	})
 }
+
+// ReadClusterVersion reads the cluster version the backend of dataDir
+// recorded (etcd 3.5 and later record it): "" when there is no backend,
+// none was recorded, or a running etcd holds the backend.
+func ReadClusterVersion(dataDir string) (string, error) {
+	path := filepath.Join(dataDir, "member", "snap", "db")
+	if _, err := os.Stat(path); errors.Is(err, os.ErrNotExist) {
+		return "", nil
+	}
+	db, err := bolt.Open(path, 0o400, &bolt.Options{ReadOnly: true, Timeout: 100 * time.Millisecond})
+	switch {
+	case errors.Is(err, bolterrors.ErrTimeout):
+		return "", nil // a running etcd holds it
+	case err != nil:
+		return "", fmt.Errorf("read the cluster version of data dir %s: %w", dataDir, err)
+	}
+	defer db.Close()
+	var v string
+	err = db.View(func(tx *bolt.Tx) error {
+		if b := tx.Bucket(schema.Cluster.Name()); b != nil {
+			v = string(b.Get(schema.ClusterClusterVersionKeyName))
+		}
+		return nil
+	})
+	return v, err
+}

@@ -40,6 +40,9 @@ func TestReadSurveyOfARealMember(t *testing.T) {
 	if s, err := ReadSurvey(dir); err != nil || !s.BackendInUse || s.LastIndex < st.RaftIndex || s.Revision != 0 {
 		t.Errorf("while the member runs: %+v, %v; want the log read to index %d, the backend in use", s, err, st.RaftIndex)
 	}
+	if v, err := ReadClusterVersion(dir); v != "" || err != nil {
+		t.Errorf("while the member runs: cluster version %q, %v; want none (the backend is in use)", v, err)
+	}
 	id := Identity{MemberID: uint64(e.Server.MemberID()), ClusterID: uint64(e.Server.Cluster().ID())}
 	cli.Close()
 	stop()
@@ -59,6 +62,14 @@ func TestReadSurveyOfARealMember(t *testing.T) {
 	if s.Commit != s.LastIndex {
 		t.Errorf("commit %d, log end %d: a one-member cluster commits every entry", s.Commit, s.LastIndex)
 	}
+	// The cluster version the member recorded: its own minor, as etcd
+	// decides it once every member runs.
+	if v, err := ReadClusterVersion(dir); err != nil || v != fmt.Sprintf("%d.%d.0", semverOf(st.Version)[0], semverOf(st.Version)[1]) {
+		t.Errorf("cluster version %q, %v; want the member's own minor (it runs %s)", v, err, st.Version)
+	}
+	if v, err := ReadClusterVersion(filepath.Join(t.TempDir(), "none")); v != "" || err != nil {
+		t.Errorf("no data dir: cluster version %q, %v; want none", v, err)
+	}
 	if s.Revision != st.Header.Revision {
 		t.Errorf("revision %d, want %d", s.Revision, st.Header.Revision)
 	}
@@ -68,4 +79,11 @@ func TestReadSurveyOfARealMember(t *testing.T) {
 	if _, err := ReadSurvey(filepath.Join(t.TempDir(), "none")); !errors.Is(err, ErrNoIdentity) {
 		t.Errorf("no data dir: %v, want ErrNoIdentity", err)
 	}
+}
+
+// semverOf is the major and minor of a version like "3.7.3".
+func semverOf(v string) [2]int {
+	var m [2]int
+	_, _ = fmt.Sscanf(v, "%d.%d", &m[0], &m[1])
+	return m
 }

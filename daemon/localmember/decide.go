@@ -90,6 +90,10 @@ const (
 	// RefuseDataMismatch: the data dir belongs to another cluster than the
 	// one this node joined (its state).
 	RefuseDataMismatch Refusal = "data-cluster-mismatch"
+	// RefuseEtcdVersion: the etcd version the local member would run is
+	// below the cluster version, or more than one minor above it
+	// (etcdversion.CheckMember).
+	RefuseEtcdVersion Refusal = "etcd-version"
 	// RefuseNotMounted: etcd.dataDirMustBeMount, and the data dir is not
 	// (or cannot be told to be) a mount point.
 	RefuseNotMounted Refusal = "data-dir-not-mounted"

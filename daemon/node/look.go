@@ -16,6 +16,7 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
+	"github.com/etcdlet/etcdlet/daemon/etcdversion"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
@@ -238,6 +239,9 @@ func (n *Node) dataProblem(s *Snapshot) localmember.Problem {
 		return localmember.Problem{Refusal: localmember.RefuseDataMismatch, Reason: fmt.Sprintf("the data dir %s belongs to cluster %s, but this node joined cluster %s: not starting and not moving anything; look at both by hand",
 			n.Settings.DataDir, membership.IDString(s.DataIdentity.ClusterID), membership.IDString(known))}
 	}
+	if p := n.versionProblem(s); p.Reason != "" {
+		return p
+	}
 	if !n.Settings.DataDirMustBeMount {
 		return localmember.Problem{}
 	}
@@ -249,6 +253,38 @@ func (n *Node) dataProblem(s *Snapshot) localmember.Problem {
 	case !mounted:
 		return localmember.Problem{Refusal: localmember.RefuseNotMounted,
 			Reason: fmt.Sprintf("etcd.dataDirMustBeMount: %s is not a mount point; a disk that failed to mount must not pass for lost data: mount it, or set dataDirMustBeMount false", n.Settings.DataDir)}
+	}
+	return localmember.Problem{}
+}
+
+// versionProblem says why the local member must not start with the etcd
+// version it would run: the cluster version its data recorded, or else
+// the lowest server version of the cluster's members (a join), is above
+// that version or more than one minor below it. etcd itself would stop
+// the member at once, and say less.
+func (n *Node) versionProblem(s *Snapshot) localmember.Problem {
+	server := n.Settings.EtcdVersion
+	if server.IsZero() || s.Runtime.Running {
+		return localmember.Problem{}
+	}
+	cluster, from := etcdversion.Minor{}, ""
+	if s.Data.WAL {
+		v, err := n.DataDir.ClusterVersion()
+		if err != nil {
+			n.logOnce("version", err.Error(), slog.LevelWarn, "cannot read the cluster version of the data dir", "error", err)
+		}
+		cluster, _ = etcdversion.Parse(v)
+		from = "the cluster version its data records"
+	} else if s.View.Reached {
+		var versions []string
+		for _, m := range s.View.Members {
+			versions = append(versions, m.Health.Version)
+		}
+		cluster, _ = etcdversion.Lowest(versions...)
+		from = "the lowest etcd version of the cluster's members"
+	}
+	if err := etcdversion.CheckMember(server, cluster); err != nil {
+		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: fmt.Sprintf("not starting the local member (%s is %s): %v", from, cluster, err)}
 	}
 	return localmember.Problem{}
 }

@@ -59,6 +59,9 @@ type DataDir interface {
 	MountPoint() (bool, error)
 	// Survey reads how far the data goes (datadir.ReadSurvey).
 	Survey() (datadir.Survey, error)
+	// ClusterVersion is the cluster version the backend recorded; "" when
+	// not known (datadir.ReadClusterVersion).
+	ClusterVersion() (string, error)
 }
 
 // Store persists the agent's state and its bootstrap promise, and reads

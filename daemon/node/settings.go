@@ -4,7 +4,10 @@ import (
 	"net/netip"
 	"time"
 
+	embeddedversion "go.etcd.io/etcd/api/v3/version"
+
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/etcdversion"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 )
@@ -28,6 +31,9 @@ type Settings struct {
 	Founder   string
 	// Member is what the local member's spec takes.
 	Member runtime.Settings
+	// EtcdVersion is the etcd version the local member runs: the embedded
+	// one, or the one staticPod.image's tag names; zero when not known.
+	EtcdVersion etcdversion.Minor
 
 	DataDir            string
 	DataDirMustBeMount bool
@@ -55,6 +61,11 @@ func SettingsFrom(cfg *config.Config) Settings {
 		MoveAsideLimit: cfg.Etcd.MoveAsideLimit, MoveAsideWindow: cfg.Etcd.MoveAsideWindow,
 		ReconcileInterval: cfg.Agent.ReconcileInterval, IdleInterval: cfg.Agent.IdleInterval, CallTimeout: cfg.Agent.CallTimeout,
 		RemovalHoldDown: cfg.Agent.RemovalHoldDown, LockSection: cfg.Agent.LockSection(), LearnerTimeout: cfg.Agent.LearnerTimeout,
+	}
+	if cfg.Etcd.Runtime == config.RuntimeStaticPod {
+		s.EtcdVersion, _ = etcdversion.FromImage(cfg.StaticPod.Image)
+	} else {
+		s.EtcdVersion, _ = etcdversion.Parse(embeddedversion.Version)
 	}
 	if cfg.Node.Address != "" {
 		s.Address = netip.MustParseAddr(cfg.Node.Address) // validated

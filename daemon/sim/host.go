@@ -256,6 +256,9 @@ func (d *hostDataDir) MovedSince(since time.Time) (int, error) {
 func (d *hostDataDir) MountPoint() (bool, error) { return true, nil }
 
 // Survey: the simulator's hosts have no write-ahead log to read.
+// The simulated etcd has no versions: nothing is refused for one.
+func (*hostDataDir) ClusterVersion() (string, error) { return "", nil }
+
 func (d *hostDataDir) Survey() (datadir.Survey, error) {
 	return datadir.Survey{}, datadir.ErrNoIdentity
 }
