@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	etcdversion "go.etcd.io/etcd/api/v3/version"
+
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
@@ -130,8 +132,8 @@ func TestMemberCommands(t *testing.T) {
 	rows := memberList(t, c, 1)
 	leaders := 0
 	for _, r := range rows {
-		if r.InList != "yes" || r.Health != "healthy" || len(r.PeerURLs) != 1 || !strings.HasPrefix(r.ClientURLs[0], "https://") {
-			t.Errorf("member list row %+v: want a healthy listed member with its URLs", r)
+		if r.InList != "yes" || r.Health != "healthy" || len(r.PeerURLs) != 1 || !strings.HasPrefix(r.ClientURLs[0], "https://") || r.Version != etcdversion.Version {
+			t.Errorf("member list row %+v: want a healthy listed member with its URLs, running etcd %s", r, etcdversion.Version)
 		}
 		if r.Role == "leader" {
 			leaders++

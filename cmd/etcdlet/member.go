@@ -52,9 +52,10 @@ func newMemberListCommand() *cobra.Command {
 		Short: "Show every etcd member: ID, name, URLs, role, health, and whether it is listed",
 		Long: `Show every member of the etcd cluster: ID, name, peer and client URLs,
 role (leader, voter or learner), health as the member's own Status says
-(unhealthy: why), and IN LIST: yes (its IP is in the member list in force),
-no (the agents will remove it), conflict, or unknown (no valid list is in
-force).
+(unhealthy: why), its etcd version (with its data's storage version when
+that is of another minor: an upgrade or a downgrade under way), and IN
+LIST: yes (its IP is in the member list in force), no (the agents will
+remove it), conflict, or unknown (no valid list is in force).
 
 The cluster is asked through the member list in force, node.address and
 the agent's last applied list, with the agent's client TLS. Without quorum
@@ -92,9 +93,9 @@ exit codes of etcdlet status).`,
 
 func writeMembers(w io.Writer, rows []statusreport.Row) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tNAME\tROLE\tHEALTH\tIN LIST\tPEER URLS\tCLIENT URLS")
+	fmt.Fprintln(tw, "ID\tNAME\tROLE\tHEALTH\tVERSION\tIN LIST\tPEER URLS\tCLIENT URLS")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.MemberID, r.Name, r.Role, r.Health, r.InList,
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.MemberID, r.Name, r.Role, r.Health, statusreport.Versions(r), r.InList,
 			dashJoin(r.PeerURLs), dashJoin(r.ClientURLs))
 	}
 	if err := tw.Flush(); err != nil {

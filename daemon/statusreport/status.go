@@ -328,7 +328,7 @@ func WriteTable(w io.Writer, r Report) error {
 	fmt.Fprintln(tw, "NAME\tIP\tMEMBER ID\tROLE\tHEALTH\tDB SIZE\tRAFT INDEX\tIN LIST\tVERSION")
 	for _, m := range r.Members {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", m.Name, dash(m.IP), dash(m.MemberID), dash(m.Role),
-			m.Health, size(m.DBSize), count(m.RaftIndex), m.InList, versions(m))
+			m.Health, size(m.DBSize), count(m.RaftIndex), m.InList, Versions(m))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -515,9 +515,10 @@ func writeReporting(w io.Writer, states []kube.TargetState) {
 	}
 }
 
-// versions is a member's server version, and its data's when it differs
-// ("3.6.5 (storage 3.5.0)": in the middle of an upgrade or a downgrade).
-func versions(m Row) string {
+// Versions is a member's server version, and its data's when it differs
+// ("3.6.5 (storage 3.5.0)": in the middle of an upgrade or a downgrade);
+// "-" when not known.
+func Versions(m Row) string {
 	switch {
 	case m.Version == "":
 		return "-"
