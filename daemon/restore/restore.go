@@ -231,5 +231,10 @@ func Rejoin(s Settings, now time.Time) (moved string, err error) {
 	// bootstraps, and it must not pin the old cluster either. Keep a
 	// founding: cluster.founder, and the approval it used, found once.
 	st = state.State{LastAppliedList: st.LastAppliedList, SelfAddress: st.SelfAddress, Founded: st.Founded}
-	return moved, store.Save(st)
+	if err := store.Save(st); err != nil {
+		return moved, err
+	}
+	// A promise not to start the old member (etcdlet recover) is kept
+	// with the data moved aside: nothing of that cluster is left to start.
+	return moved, store.SaveRetirement(nil)
 }
