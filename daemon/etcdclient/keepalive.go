@@ -15,7 +15,12 @@ import (
 // on an idle agent, whose writer lock session lives as long as the agent,
 // those wake-ups alone cost more CPU than everything else the agent does
 // (measured: 0.08 % of a core for a session and nothing else). This one
-// renews at a third of the TTL, as etcd's does, and wakes only for that.
+// renews at half the TTL, and wakes only for that: with the writer lock's
+// 15 s, every 7.5 s, which leaves 7.5 s for retries every 500 ms through
+// the other endpoints. etcd's client renews at a third; the sixth more of
+// the TTL it keeps in hand bought nothing a retry does not, and cost an
+// idle agent a third more wake-ups (measured with the gRPC keep-alive
+// below: 0.072 % of a core, 0.053 % after).
 type quietLease struct {
 	clientv3.Lease
 	// attemptTimeout bounds each renewal, and the wait for the first
@@ -87,7 +92,7 @@ func (q quietLease) renewOnce(ctx context.Context, id clientv3.LeaseID, deadline
 		case answers <- resp:
 		default:
 		}
-		return renewal{wait: max(ttl/3, keepAliveRetry), deadline: sent.Add(ttl)}, true
+		return renewal{wait: max(ttl/2, keepAliveRetry), deadline: sent.Add(ttl)}, true
 	case errors.Is(err, rpctypes.ErrLeaseNotFound), ctx.Err() != nil, !time.Now().Before(deadline):
 		return renewal{}, false
 	default:

@@ -199,9 +199,14 @@ func (p *Pool) AlarmDisarm(ctx context.Context, endpoint string, member uint64, 
 // client, and it should keep its lease alive while any voter answers.
 func (p *Pool) NewMulti(endpoints []string) (*clientv3.Client, error) {
 	c, err := clientv3.New(clientv3.Config{
-		Endpoints:            endpoints,
-		DialTimeout:          p.dialTimeout,
-		DialKeepAliveTime:    10 * time.Second,
+		Endpoints:   endpoints,
+		DialTimeout: p.dialTimeout,
+		// A ping per connection (one per endpoint) every 30 s finds a
+		// connection to a host that vanished without closing it within
+		// 32 s; meanwhile a call sent there times out and the next goes
+		// to another endpoint. Every 10 s cost an idle agent 18 wake-ups
+		// a minute for the same.
+		DialKeepAliveTime:    30 * time.Second,
 		DialKeepAliveTimeout: p.dialTimeout,
 		TLS:                  p.tls,
 		DialOptions:          []grpc.DialOption{p.connectParams()},
