@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"path/filepath"
+
+	"github.com/etcdlet/etcdlet/daemon/runtime/embedded"
 )
 
 // TakeForced takes a full snapshot of the member data in dataDir, a copy
@@ -19,7 +21,7 @@ func TakeForced(ctx context.Context, dataDir, name string, store Store, log *slo
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("force a new cluster on %s: %w", dataDir, err)
 	}
-	defer e.Close()
+	defer embedded.CloseServer(e)
 	cli, err := localClient(e, log)
 	if err != nil {
 		return Snapshot{}, err

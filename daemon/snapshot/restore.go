@@ -19,6 +19,7 @@ import (
 	"go.etcd.io/etcd/server/v3/embed"
 
 	"github.com/etcdlet/etcdlet/daemon/logging"
+	"github.com/etcdlet/etcdlet/daemon/runtime/embedded"
 	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
 
@@ -207,7 +208,7 @@ func replay(ctx context.Context, o RestoreOptions, dir, saveTo string, log *slog
 	if err != nil {
 		return 0, err
 	}
-	defer e.Close()
+	defer embedded.CloseServer(e)
 	cli, err := localClient(e, log)
 	if err != nil {
 		return 0, err
@@ -278,7 +279,7 @@ func verify(ctx context.Context, dir, name string, want int64, log *slog.Logger)
 	if err != nil {
 		return 0, err
 	}
-	defer e.Close()
+	defer embedded.CloseServer(e)
 	got := e.Server.KV().Rev()
 	if got != want {
 		return 0, fmt.Errorf("after the revision bump etcd reports revision %d, want %d", got, want)
@@ -359,13 +360,13 @@ func startLocal(ctx context.Context, dir, name string, forceNew bool, log *slog.
 	case <-e.Server.ReadyNotify():
 		return e, nil
 	case err := <-e.Err():
-		e.Close()
+		embedded.CloseServer(e)
 		return nil, fmt.Errorf("etcd on the restored data: %w", err)
 	case <-time.After(time.Minute):
-		e.Close()
+		embedded.CloseServer(e)
 		return nil, errors.New("etcd on the restored data was not ready within a minute")
 	case <-ctx.Done():
-		e.Close()
+		embedded.CloseServer(e)
 		return nil, ctx.Err()
 	}
 }

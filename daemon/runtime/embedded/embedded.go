@@ -55,17 +55,7 @@ func (i *instance) close(log *slog.Logger) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			select {
-			case <-i.etcd.Server.ReadyNotify():
-			default:
-				// etcd's Close first waits for the client servers, which
-				// start only once the member is ready, or once the server
-				// stops: a member that never was ready (its peers never
-				// answered) would hold Close for ever. Stopping the server
-				// first ends that wait; Close then stops it no further.
-				i.etcd.Server.Stop()
-			}
-			i.etcd.Close()
+			CloseServer(i.etcd)
 		}()
 		select {
 		case <-done:
@@ -75,6 +65,21 @@ func (i *instance) close(log *slog.Logger) {
 			os.Exit(1)
 		}
 	})
+}
+
+// CloseServer closes an embedded etcd server, also one that never became
+// ready. etcd's Close first waits for the client servers, which start
+// only once the member is ready, or once the server stops: a member that
+// never was ready (its peers never answered, or a start given up) would
+// hold Close for ever. Stopping the server first ends that wait; Close
+// then stops it no further.
+func CloseServer(e *embed.Etcd) {
+	select {
+	case <-e.Server.ReadyNotify():
+	default:
+		e.Server.Stop()
+	}
+	e.Close()
 }
 
 // New returns an embedded runtime that logs etcd's own messages through
