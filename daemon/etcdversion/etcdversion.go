@@ -56,6 +56,23 @@ func FromImage(image string) (Minor, bool) {
 	return Parse(tag)
 }
 
+// ParseRecorded reads the cluster version a data dir's backend records
+// ("3.6.0"). etcd records one since 3.5, and until it has decided the
+// cluster's version (its members' versions not all known yet, as right
+// after a start or a join) it records its minimum, 3.0: anything below
+// 3.5 is that placeholder, no version, and ok is false for it.
+func ParseRecorded(s string) (Minor, bool) {
+	m, ok := Parse(s)
+	if !ok || m.Less(firstRecorded) {
+		return Minor{}, false
+	}
+	return m, true
+}
+
+// firstRecorded is the first etcd version that records the cluster
+// version in its backend.
+var firstRecorded = Minor{Major: 3, Minor: 5}
+
 // Lowest is the lowest of the versions that parse: the cluster version
 // etcd settles on is the lowest of its members' server versions.
 func Lowest(versions ...string) (Minor, bool) {

@@ -27,6 +27,14 @@ func TestParse(t *testing.T) {
 	}
 }
 
+func TestParseRecorded(t *testing.T) {
+	for in, want := range map[string]Minor{"3.6.0": {3, 6}, "3.5.0": {3, 5}, "3.0.0": {}, "3.4.0": {}, "": {}} {
+		if got, ok := ParseRecorded(in); got != want || ok != !want.IsZero() {
+			t.Errorf("ParseRecorded(%q) = %v, %v; want %v", in, got, ok, want)
+		}
+	}
+}
+
 func TestFromImage(t *testing.T) {
 	tests := []struct {
 		image string

@@ -273,7 +273,7 @@ func (n *Node) versionProblem(s *Snapshot) localmember.Problem {
 		if err != nil {
 			n.logOnce("version", err.Error(), slog.LevelWarn, "cannot read the cluster version of the data dir", "error", err)
 		}
-		cluster, _ = etcdversion.Parse(v)
+		cluster, _ = etcdversion.ParseRecorded(v)
 		from = "the cluster version its data records"
 	} else if s.View.Reached {
 		var versions []string

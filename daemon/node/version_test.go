@@ -48,6 +48,9 @@ func TestVersionProblem(t *testing.T) {
 			refused: "the cluster version its data records is 3.8): etcd 3.7 cannot run a member of a cluster at version 3.8"},
 		{name: "data two minors behind", server: v37, data: wal, recorded: "3.5.0", refused: "one minor version at a time"},
 		{name: "data that recorded no version", server: v37, data: wal},
+		// etcd records its minimum, 3.0, until it has decided the cluster
+		// version (right after a start or a join): no version at all.
+		{name: "data that recorded etcd's placeholder", server: v37, data: wal, recorded: "3.0.0"},
 		{name: "a join to members of a later minor", server: v37, view: members("3.8.1", "3.8.1"),
 			refused: "the lowest etcd version of the cluster's members is 3.8"},
 		{name: "a join in the middle of an upgrade", server: v37, view: members("3.7.3", "3.6.5", "")},
