@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"go.uber.org/zap"
 )
@@ -147,5 +148,41 @@ func testStoppedServing(t *testing.T) {
 				t.Errorf("at debug, the message is gone: %q", buf.String())
 			}
 		})
+	}
+}
+
+// A message etcd repeats in a tight loop is logged once, then at most once
+// a second with the count of those left out; another message, and the
+// same one through a logger With derives, count on their own and together.
+func TestRepeatedEtcdMessagesAreLoggedOnceASecond(t *testing.T) {
+	var buf bytes.Buffer
+	log, _ := New(&buf, "text", "info")
+	zl := ZapLogger(log, "warn")
+	start := time.Date(2026, 11, 28, 10, 0, 0, 0, time.UTC)
+	publish := func(l *zap.Logger, at time.Duration) {
+		if ce := l.Check(zap.WarnLevel, "failed to publish local member to cluster through raft"); ce != nil {
+			ce.Time = start.Add(at)
+			ce.Write(zap.String("error", "etcdserver: too many requests"))
+		}
+	}
+	child := zl.With(zap.String("local-member-id", "1a5a"))
+	for i := range 1000 {
+		publish(zl, time.Duration(i)*time.Millisecond)
+		publish(child, time.Duration(i)*time.Millisecond)
+	}
+	zl.Warn("another message")
+	publish(zl, 1200*time.Millisecond)
+	lines := strings.Split(strings.TrimSpace(buf.String()), "\n")
+	if len(lines) != 3 {
+		t.Fatalf("logged %d lines, want 3 (the first, another message, one a second later):\n%s", len(lines), buf.String())
+	}
+	if !strings.Contains(lines[0], "failed to publish") || strings.Contains(lines[0], "repeatsNotLogged") {
+		t.Errorf("first line %q, want the message without a count", lines[0])
+	}
+	if !strings.Contains(lines[1], "another message") {
+		t.Errorf("second line %q, want the other message, not held back", lines[1])
+	}
+	if !strings.Contains(lines[2], "failed to publish") || !strings.Contains(lines[2], "repeatsNotLogged=1999") {
+		t.Errorf("third line %q, want the message a second later with the 1999 left out", lines[2])
 	}
 }

@@ -100,6 +100,10 @@ type Observation struct {
 	// timeout: they are removed, so that no learner holds etcd's single
 	// learner slot for ever.
 	Expired []uint64
+	// CatchingUp lists learners whose promotion etcd refused as not in
+	// sync with the leader (etcdclient.LearnerNotReady) at this agent,
+	// for as long as they run without serving their client port.
+	CatchingUp []uint64
 	// HeldBack lists peer URLs whose learner expired recently: they are
 	// not added again before the others had their turn.
 	HeldBack []string

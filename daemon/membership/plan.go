@@ -140,6 +140,7 @@ const (
 	WaitWouldLoseQuorum   WaitReason = "WouldLoseQuorum"   // removal would leave too few healthy voters
 	WaitLearnerPending    WaitReason = "LearnerPending"    // etcd allows one learner at a time
 	WaitLearnerNotStarted WaitReason = "LearnerNotStarted" // promotion waits for the learner's server
+	WaitLearnerCatchingUp WaitReason = "LearnerCatchingUp" // the learner still copies the keyspace
 	WaitUnhealthyVoter    WaitReason = "UnhealthyVoter"    // etcd refuses adds until every voter is connected
 	WaitJoinPending       WaitReason = "JoinPending"       // a replacement votes before the old member leaves
 	WaitNoTransferee      WaitReason = "NoTransferee"      // no healthy voter can take leadership
@@ -311,6 +312,14 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 			// Whatever answers there is not this learner: promoting it
 			// cannot succeed, and must not.
 			p.wait(ActionPromote, name, WaitLearnerNotStarted, "the learner's endpoint answers as someone else: "+l.Health.Problem)
+		case !l.InRaft() && l.Health.PeerListening && slices.Contains(obs.CatchingUp, l.ID):
+			// etcd refused its promotion as not in sync, and it does not
+			// serve its client port yet, which etcd does once it applied
+			// the entry that publishes it: it still copies the leader's
+			// snapshot of the keyspace. Trying again now could only be
+			// refused, and each try takes the lock (raft writes) that the
+			// copy would compete with.
+			p.wait(ActionPromote, name, WaitLearnerCatchingUp, "etcd refused its promotion as not in sync; it copies the keyspace and is promoted once it serves its client port")
 		case l.InRaft() || l.Health.PeerListening:
 			p = p.next(Action{Kind: ActionPromote, Name: name, PeerURL: first(l.PeerURLs), MemberID: l.ID, Reason: "listed learner joins the voters once in sync"})
 		default:

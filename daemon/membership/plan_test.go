@@ -110,6 +110,26 @@ func TestMakePlan(t *testing.T) {
 			want: "promote etcd-main-192.0.2.4 [4]",
 		},
 		{
+			name:    "a learner etcd refused as not in sync waits while it copies the keyspace",
+			desired: desired("192.0.2.1", "192.0.2.4"),
+			obs: func() Observation {
+				o := obs(1, member("192.0.2.1", 1), member("192.0.2.4", 4, learner, unstarted, func(m *Member) { m.Health.PeerListening = true }))
+				o.CatchingUp = []uint64{4}
+				return o
+			}(),
+			waits: []string{"LearnerCatchingUp etcd-main-192.0.2.4"},
+		},
+		{
+			name:    "a learner etcd refused before is promoted once it serves its client port",
+			desired: desired("192.0.2.1", "192.0.2.4"),
+			obs: func() Observation {
+				o := obs(1, member("192.0.2.1", 1), member("192.0.2.4", 4, learner))
+				o.CatchingUp = []uint64{4}
+				return o
+			}(),
+			want: "promote etcd-main-192.0.2.4 [4]",
+		},
+		{
 			name:    "add waits while a voter is unhealthy",
 			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.3", "192.0.2.4"),
 			obs:     obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2), member("192.0.2.3", 3, down)),

@@ -48,6 +48,9 @@ type Reconciler struct {
 type learnerSeen struct {
 	at      time.Time
 	peerURL string
+	// catchingUp: etcd refused to promote it as not in sync, and it has
+	// not served its client port since.
+	catchingUp bool
 }
 
 // ListState is what the writer knows of the list it acts on.
@@ -164,6 +167,7 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 	w := Writer{Cluster: r.Cluster, Policy: r.Policy, Lock: lock, Check: lists.Unchanged}
 	var added uint64
 	res.Result = w.Apply(ctx, fresh.Observation, action, &added)
+	r.refused(action, res.Result)
 	r.logChange(action, res.Result)
 	if action.Expired && res.Result.Outcome == etcdclient.Done {
 		r.holdBack(action.PeerURL)
@@ -197,6 +201,7 @@ func (r *Reconciler) promoteAdded(ctx context.Context, w Writer, desired []ident
 		plan := MakePlan(desired, view.Observation)
 		if next := plan.Next; next != nil && next.Kind == ActionPromote && next.MemberID == id {
 			result := w.Apply(ctx, view.Observation, *next, nil)
+			r.refused(*next, result)
 			if result.Outcome == etcdclient.Done {
 				r.logChange(*next, result)
 				if r.OnChange != nil {
@@ -251,6 +256,12 @@ func (r *Reconciler) age(obs *Observation) {
 		if !ok {
 			s = learnerSeen{at: now, peerURL: first(m.PeerURLs)}
 		}
+		if m.InRaft() {
+			s.catchingUp = false
+		}
+		if s.catchingUp {
+			obs.CatchingUp = append(obs.CatchingUp, m.ID)
+		}
 		seen[m.ID] = s
 		if r.LearnerTimeout > 0 && now.Sub(s.at) >= r.LearnerTimeout {
 			obs.Expired = append(obs.Expired, m.ID)
@@ -265,6 +276,20 @@ func (r *Reconciler) age(obs *Observation) {
 		}
 	}
 	slices.Sort(obs.HeldBack)
+}
+
+// refused remembers a learner whose promotion etcd refused as not in sync
+// (age reports it in Observation.CatchingUp).
+func (r *Reconciler) refused(a Action, res etcdclient.Result) {
+	if a.Kind != ActionPromote || !etcdclient.LearnerNotReady(res.Err) {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if s, ok := r.learners[a.MemberID]; ok {
+		s.catchingUp = true
+		r.learners[a.MemberID] = s
+	}
 }
 
 func (r *Reconciler) holdBack(peerURL string) {

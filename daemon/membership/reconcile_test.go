@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/netip"
 	"slices"
 	"strings"
@@ -206,4 +207,108 @@ func postList(t *testing.T, board etcdclient.Board, endpoints []string, clusterI
 		t.Fatal(err)
 	}
 	return membership.ListState{Own: own, InForce: time.Now().Add(-time.Hour), HoldDown: time.Second}
+}
+
+// countingLocker counts the writer lock's takes.
+type countingLocker struct {
+	etcdclient.Locker
+	mu    sync.Mutex
+	takes int
+}
+
+func (l *countingLocker) TryLock(ctx context.Context, endpoints []string, clusterID uint64) (etcdclient.Lock, error) {
+	l.mu.Lock()
+	l.takes++
+	l.mu.Unlock()
+	return l.Locker.TryLock(ctx, endpoints, clusterID)
+}
+
+func (l *countingLocker) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.takes
+}
+
+// A learner whose promotion etcd refused as not in sync, and which runs
+// (its peer port listens) without serving its client port yet, copies
+// the leader's snapshot of the keyspace: the writer waits for it without
+// taking the lock, and promotes it once it serves clients. Here the
+// learner's peer port is a bare listener, so etcd refuses for real.
+func TestALearnerStillCopyingTheKeyspaceIsWaitedForWithoutTheLock(t *testing.T) {
+	members := etcdtest.Start(t, 1)
+	peer, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer peer.Close()
+	go func() {
+		for {
+			c, err := peer.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, as a learner receiving a snapshot does
+		}
+	}()
+	closed, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	clientURL := "http://" + closed.Addr().String()
+	closed.Close() // nothing serves the learner's client port
+	pool, err := etcdclient.NewPool(config.TLSFiles{}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	observer := &membership.Observer{Cluster: pool, Timeout: 2 * time.Second}
+	session := &etcdclient.SessionLocker{Pool: pool, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
+	defer session.Close()
+	locker := &countingLocker{Locker: session}
+	r := &membership.Reconciler{Cluster: pool, Locker: locker, Observer: observer, Log: quiet,
+		Policy: node.DefaultPolicy(2 * time.Second), Section: 11 * time.Second, LearnerTimeout: time.Minute}
+	desired := []identity.Member{
+		{IP: netip.MustParseAddr("127.0.0.1"), Name: members[0].Name, PeerURL: members[0].PeerURL, ClientURL: members[0].ClientURL},
+		{IP: netip.MustParseAddr("127.0.0.1"), Name: "copying", PeerURL: "http://" + peer.Addr().String(), ClientURL: clientURL},
+	}
+	target := membership.Target{Endpoints: membership.ClientURLs(desired), Listed: membership.ClientURLs(desired)}
+	lists := postList(t, session, etcdtest.ClientURLs(members), members[0].ClusterID(), desired)
+	step := func() membership.StepResult {
+		t.Helper()
+		res, err := r.Step(context.Background(), desired, observer.Observe(context.Background(), target), nil, 0, lists)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+
+	// The add, and the promotion tried under the same lock: refused.
+	if res := step(); res.Acted == nil || res.Acted.Kind != membership.ActionAddLearner || res.Result.Outcome != etcdclient.Done {
+		t.Fatalf("first step: %+v; want the learner added", res)
+	}
+	// Until the writer has seen etcd refuse, it tries (a small keyspace
+	// is in sync within milliseconds, before its client port serves).
+	for i := 0; ; i++ {
+		res := step()
+		if waits(res.Plan, membership.WaitLearnerCatchingUp) {
+			break
+		}
+		if i == 3 || res.Acted == nil || res.Acted.Kind != membership.ActionPromote || !etcdclient.LearnerNotReady(res.Result.Err) {
+			t.Fatalf("step %d: %+v, plan %s; want a promotion that etcd refuses as not in sync, then a wait", i, res, res.Plan)
+		}
+	}
+	takes := locker.count()
+	for range 3 {
+		if res := step(); res.Acted != nil || !waits(res.Plan, membership.WaitLearnerCatchingUp) {
+			t.Fatalf("step while the learner copies the keyspace: %+v, plan %s; want a LearnerCatchingUp wait", res, res.Plan)
+		}
+	}
+	if got := locker.count(); got != takes {
+		t.Errorf("the writer took the lock %d times while waiting for the learner to catch up; want none", got-takes)
+	}
+}
+
+func waits(p membership.Plan, reason membership.WaitReason) bool {
+	return slices.ContainsFunc(p.Waiting, func(w membership.Wait) bool { return w.Reason == reason })
 }

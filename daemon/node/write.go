@@ -2,6 +2,7 @@ package node
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
@@ -48,6 +49,12 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		return n.settle(), false
 	case waitsFor(res.Plan, membership.WaitLearnerNotStarted):
 		return n.settle(), true
+	case catchingUp(res.Plan, s.Self.Name):
+		// This node's learner copies the keyspace: its agent looks at a
+		// short steady pace (a look takes no lock and writes nothing)
+		// and promotes it the moment it serves clients, whatever the
+		// size. The other agents back off as for any wait.
+		return catchUpRetry, true
 	case waitsFor(res.Plan, membership.WaitListsDisagree):
 		// A list change on its way to the hosts: the others post theirs
 		// within their next pass, and the watch of the lists wakes this
@@ -62,10 +69,19 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 	return interval, true
 }
 
-// catchUpRetry is how soon a promotion that etcd refused because the
-// learner is still catching up is tried again. Each try is a pass that
-// observes, takes the writer lock and tries for a few seconds itself.
+// catchUpRetry is how soon the agent of a learner that is still catching
+// up looks again, and how soon a promotion that etcd refused for that
+// reason is tried again (a pass that observes, takes the writer lock and
+// tries for a few seconds itself).
 const catchUpRetry = 100 * time.Millisecond
+
+// catchingUp reports whether the plan waits for the learner named self to
+// copy the keyspace.
+func catchingUp(p membership.Plan, self string) bool {
+	return slices.ContainsFunc(p.Waiting, func(w membership.Wait) bool {
+		return w.Reason == membership.WaitLearnerCatchingUp && w.Name == self
+	})
+}
 
 // changed counts a membership call and wakes the agent of the node the
 // change concerns, so that a node added as a learner starts its member at

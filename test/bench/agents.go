@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/etcdlet/etcdlet/test/harness"
@@ -22,6 +23,18 @@ const (
 // once a quorum has), before every change and on both sides alike, so
 // that each figure measures the change and not the rule.
 const connectedSettle = 6 * time.Second
+
+// quiet is the wait before every timed change, on both sides alike: it
+// writes out what the last cycle left dirty in the page cache (a member's
+// data moved aside, a new member's copy of the keyspace), which the kernel
+// would otherwise write back during the next timed join and charge to
+// whichever side it happened to fall on, then waits out connectedSettle:
+// a long write-back stalls the members' own fsyncs, and a leader that
+// missed a follower's heartbeats refuses to add a member for a while.
+func quiet() {
+	syscall.Sync()
+	time.Sleep(connectedSettle)
+}
 
 // warmDown lets start-up work (first compactions, the first passes) end
 // before an idle window begins, on every side alike.
@@ -72,7 +85,7 @@ func (cy *cycle) run(runs int, label string) membershipFigures {
 		if cy.prepare != nil {
 			cy.prepare(out)
 		}
-		time.Sleep(connectedSettle)
+		quiet()
 		start := time.Now()
 		cy.write(all...)
 		f.join = append(f.join, cy.obs.waitFor(cy.c.PeerURL(out), voter).Sub(start))
@@ -80,7 +93,7 @@ func (cy *cycle) run(runs int, label string) membershipFigures {
 
 		leader := cy.nodeOf(cy.obs.leader())
 		stay := slices.DeleteFunc(seqTo(nodes), func(n int) bool { return n == leader })
-		time.Sleep(connectedSettle)
+		quiet()
 		w := cy.c.StartWriter(cy.obs.cli)
 		start = time.Now()
 		cy.write(stay...)
@@ -121,7 +134,7 @@ func (cy *cycle) replace(in int, members []int) (time.Duration, int) {
 	}
 	list := append(slices.DeleteFunc(slices.Clone(members), func(n int) bool { return n == gone }), in)
 	slices.Sort(list)
-	time.Sleep(connectedSettle)
+	quiet()
 	start := time.Now()
 	cy.write(list...)
 	done := cy.obs.waitFor(cy.c.PeerURL(in), voter)
