@@ -43,6 +43,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/pacemaker"
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/status"
 	"github.com/etcdlet/etcdlet/daemon/protect"
+	"github.com/etcdlet/etcdlet/daemon/restore"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
 	"github.com/etcdlet/etcdlet/daemon/task"
@@ -94,6 +95,13 @@ type reloadRequest struct {
 // agent's HTTP listener at once, so a port conflict is a start error
 // rather than a log line.
 func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
+	// A two-node failover that a crash interrupted after the data dir went
+	// aside is finished before anything looks at the data dir.
+	if resumed, err := restore.ResumeForced(cfg.Etcd.DataDir); err != nil {
+		return nil, fmt.Errorf("finish an interrupted two-node failover: %w", err)
+	} else if resumed {
+		log.Warn("finished a two-node failover that was interrupted: the forced copy of the member's data is in place", "dataDir", cfg.Etcd.DataDir)
+	}
 	c, err := connect(cfg, log)
 	if err != nil {
 		return nil, err
@@ -126,7 +134,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 			events.Eventf(corev1.EventTypeWarning, kube.ReasonMemberListRefused, "member list (%s) refused, the last good list stays in force: %v", source, rejected)
 		}
 	}
-	a.node = node.New(node.Deps{
+	deps := node.Deps{
 		Settings: node.SettingsFrom(cfg), Log: log, Cluster: pool,
 		Locker: &etcdclient.SessionLocker{Pool: pool, TTL: cfg.Agent.LockTTL,
 			CallTimeout: cfg.Agent.CallTimeout, Holder: "etcdlet agent"},
@@ -138,7 +146,11 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 			events.Eventf(corev1.EventTypeWarning, kube.ReasonDataDirMovedAside, "data dir %s moved aside to %s (kept, not deleted): %s", cfg.Etcd.DataDir, to, reason)
 		},
 		OnSettled: func() { settled(log, cfg.Agent.IdleInterval) },
-	}, st)
+	}
+	if cfg.Pacemaker.Enabled {
+		a.wireTwoNode(&deps, events)
+	}
+	a.node = node.New(deps, st)
 	c.peers.self = func() netip.Addr { return a.node.Self().IP }
 	// The tasks' etcd endpoints are the client URLs of the members of the
 	// list in force.

@@ -47,13 +47,20 @@ func NewInspector(cfg *config.Config, log *slog.Logger) (*Inspector, error) {
 	}
 	list := newConfigList(cfg, c.state.AppliedList())
 	settings := node.SettingsFrom(cfg)
-	n := node.New(node.Deps{
+	deps := node.Deps{
 		Settings: settings, Log: log, Cluster: c.pool, Runtime: probedRuntime{cfg: cfg},
 		// Reads the agents' posted lists; it posts nothing and takes no lock.
 		Locker:  &etcdclient.SessionLocker{Pool: c.pool, TTL: cfg.Agent.LockTTL, CallTimeout: cfg.Agent.CallTimeout, Holder: "etcdlet status"},
 		DataDir: datadir.Dir{Path: cfg.Etcd.DataDir}, Store: readOnlyStore{c.store},
 		Peers: c.peers, List: list, Detect: nodeaddr.Detect,
-	}, c.state)
+	}
+	if cfg.Pacemaker.Enabled {
+		if err := inspectTwoNode(cfg, &deps, log); err != nil {
+			c.pool.Close()
+			return nil, err
+		}
+	}
+	n := node.New(deps, c.state)
 	return &Inspector{Node: n, State: c.state, cfg: cfg, settings: settings, list: list, pool: c.pool, peers: c.peers}, nil
 }
 
@@ -222,6 +229,7 @@ func (readOnlyStore) SavePromise(*state.Promise) error { return nil }
 func (readOnlyStore) SaveRetirement(*state.Retirement) error {
 	return fmt.Errorf("read-only: the inspector promises nothing")
 }
+func (readOnlyStore) SaveWitness(*state.Witness) error { return nil }
 
 // configList is the configuration's list, read on every Refresh. Like
 // the agent's list source, it keeps the last list applied in force while

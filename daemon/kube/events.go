@@ -31,7 +31,10 @@ const (
 	ReasonDataDirMovedAside      = "DataDirMovedAside"
 	// ReasonMemberRetired: this node promised a recovering node not to
 	// start its member of the lost cluster again (etcdlet recover).
-	ReasonMemberRetired      = "MemberRetired"
+	ReasonMemberRetired = "MemberRetired"
+	// ReasonMemberForcedAlone: the survivor of a two-node cluster whose
+	// peer pacemaker fenced runs its member alone (daemon/twonode).
+	ReasonMemberForcedAlone  = "MemberForcedAlone"
 	ReasonMemberListRefused  = "MemberListRefused"
 	ReasonProtectionReverted = "ProtectionReverted"
 	ReasonProtectionSwitched = "ProtectionSwitched"

@@ -41,6 +41,10 @@ const (
 	// answers there: move the retired member's data aside, forget the old
 	// cluster, join the recovered one.
 	LeaveForSuccessor Kind = "leave-for-successor"
+	// ForceAlone: the survivor of a two-node cluster whose peer pacemaker
+	// fenced makes its member the only member, from its own data
+	// (daemon/twonode).
+	ForceAlone Kind = "force-alone"
 )
 
 // Retirement is this node's promise not to start its member of Cluster
@@ -167,6 +171,9 @@ type Inputs struct {
 	// Retired is the promise not to start the member of the pinned
 	// cluster, when this node made one.
 	Retired Retirement
+	// ForceAlone, when set, is why this node, the survivor of a two-node
+	// cluster without quorum, runs its member alone (twonode.Decide).
+	ForceAlone string
 }
 
 // Decision says what to do and why.
@@ -203,6 +210,9 @@ func Decide(in Inputs) Decision {
 	v := in.View
 	if r := in.Retired; r.Cluster != 0 && r.Cluster == in.Pinned {
 		return decideRetired(in)
+	}
+	if in.ForceAlone != "" && !v.Reached && in.InList && in.Pinned != 0 && in.DataProblem.Reason == "" && (in.Running || in.Data.WAL) {
+		return Decision{Kind: ForceAlone, Reason: in.ForceAlone}
 	}
 	if in.Running {
 		// Removed only as the node's own cluster says: a member that is

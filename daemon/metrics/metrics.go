@@ -27,6 +27,7 @@ type Metrics struct {
 	PlanWaiting       *prometheus.GaugeVec
 	LocalDecision     *prometheus.GaugeVec
 	DataDirsMoved     prometheus.Counter
+	TwoNodeFailovers  prometheus.Counter
 	// ForeignAnswers counts the endpoints that answered for another
 	// cluster in the last pass.
 	ForeignAnswers prometheus.Gauge
@@ -128,6 +129,8 @@ func New() *Metrics {
 			Name: "etcdlet_lists_differing", Help: "Other agents whose posted member list differs from this agent's, as last read; changes about the addresses they disagree on wait."}),
 		DataDirsMoved: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "etcdlet_data_dirs_moved_aside_total", Help: "Data dirs moved aside (never deleted)."}),
+		TwoNodeFailovers: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: "etcdlet_two_node_failovers_total", Help: "Times this node's member was made the only member of its two-node cluster after pacemaker fenced the peer."}),
 		ForeignAnswers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdlet_foreign_cluster_answers", Help: "Endpoints that answered for another etcd cluster in the last pass; nothing is done to or for them."}),
 		BootstrapWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -184,7 +187,7 @@ func New() *Metrics {
 	r.MustRegister(m.ProtectedFileChanges, m.ReportWrites, m.TaskTransitions, m.TaskDuration, m.LastSnapshot)
 	r.MustRegister(m.PacemakerPolls, m.PacemakerPollDuration, m.PacemakerKnown, m.PacemakerCondition)
 	r.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.MembershipChanges, m.WriterLockBusy, m.ListReloads,
-		m.DesiredMembers, m.Members, m.HealthyVoters, m.ClusterReachable, m.PlanWaiting, m.LocalDecision, m.DataDirsMoved,
+		m.DesiredMembers, m.Members, m.HealthyVoters, m.ClusterReachable, m.PlanWaiting, m.LocalDecision, m.DataDirsMoved, m.TwoNodeFailovers,
 		m.ForeignAnswers, m.BootstrapWaiting, m.LearnersExpired, m.ListsDiffering, m.LastSuccessfulPass, m.EtcdCallErrors, m.Refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

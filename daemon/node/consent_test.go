@@ -97,6 +97,7 @@ type memStore struct {
 	promise    *state.Promise
 	promiseErr error // what LoadPromise fails with
 	retired    *state.Retirement
+	witness    *state.Witness
 }
 
 func (m *memStore) Load() (state.State, error)            { return m.st, nil }
@@ -107,6 +108,8 @@ func (m *memStore) LoadRetirement() (*state.Retirement, error) {
 	return m.retired, nil
 }
 func (m *memStore) SaveRetirement(r *state.Retirement) error { m.retired = r; return nil }
+func (m *memStore) LoadWitness() (*state.Witness, error)     { return m.witness, nil }
+func (m *memStore) SaveWitness(w *state.Witness) error       { m.witness = w; return nil }
 func (m *memStore) SavePromise(p *state.Promise) error {
 	if p != nil {
 		p.List = slices.Clone(p.List)

@@ -85,6 +85,8 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) (next time.Duration, ok
 		return n.settle(), true
 	case localmember.LeaveForSuccessor:
 		return n.leaveForSuccessor(s)
+	case localmember.ForceAlone:
+		return n.forceAlone(ctx, s)
 	case localmember.Wait:
 		if s.View.Reached {
 			// Waiting to be added: the writer may add this node any moment

@@ -22,6 +22,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 	"github.com/etcdlet/etcdlet/daemon/state"
+	"github.com/etcdlet/etcdlet/daemon/twonode"
 )
 
 // Snapshot is what one look found and decided. The agent acts on it;
@@ -51,6 +52,10 @@ type Snapshot struct {
 	Consent  consent.Verdict
 	Decision localmember.Decision
 	Plan     membership.Plan
+	// TwoNode is the two-node failover's verdict, when it was asked: the
+	// cluster of two listed nodes has no quorum, and pacemaker is
+	// configured.
+	TwoNode *twonode.Verdict
 }
 
 // Look is the read-only snapshot: it reads the list, the node's member
@@ -181,6 +186,13 @@ func (n *Node) decide(ctx context.Context, s *Snapshot) localmember.Decision {
 	in.DataProblem = n.dataProblem(s)
 	in.Flapping = n.flapping(op)
 	in.Retired = n.retirement(s.Pinned)
+	if n.twoNode(*s) && !s.View.Reached && s.Pinned != 0 && (in.Running || in.Data.WAL) {
+		v := n.twoNodeVerdict(*s)
+		s.TwoNode = &v
+		if v.Force {
+			in.ForceAlone = v.Reason
+		}
+	}
 	if in.InList && !in.Running && !in.Data.HasData() && !s.View.Reached && !s.View.Established && !s.View.Ambiguous() {
 		switch {
 		case in.Mode == config.BootstrapNever:

@@ -27,6 +27,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/metrics"
+	"github.com/etcdlet/etcdlet/daemon/pacemaker/model"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
@@ -74,6 +75,8 @@ type Store interface {
 	SavePromise(*state.Promise) error
 	LoadRetirement() (*state.Retirement, error)
 	SaveRetirement(*state.Retirement) error
+	LoadWitness() (*state.Witness, error)
+	SaveWitness(*state.Witness) error
 }
 
 // Peers reaches the other listed nodes' agents (consent.Client).
@@ -122,6 +125,16 @@ type Deps struct {
 	// PeerListening tells whether a learner's peer listener accepts
 	// connections; a TCP dial when nil.
 	PeerListening func(ctx context.Context, peerURLs []string) bool
+
+	// The two-node failover (daemon/twonode), when pacemaker is
+	// configured: Pacemaker is its latest view (nil and why when unknown),
+	// BootID the host's boot ID, ForceAlone forces the stopped member's
+	// data dir to a one-member cluster (restore.ForceAlone), and
+	// OnForcedAlone, when set, hears of each failover and why.
+	Pacemaker     func() (*model.Cluster, string)
+	BootID        func() string
+	ForceAlone    func(ctx context.Context, name string) (moved string, kept uint64, err error)
+	OnForcedAlone func(reason string)
 }
 
 // Node is the controller of one node.
@@ -142,6 +155,7 @@ type Node struct {
 	restartAfter time.Time         // no restart before this (crash-loop backoff)
 	settling     int               // passes since the last progress, for settle()
 	calmPasses   int               // settled passes in a row, for pace()
+	witness      *state.Witness    // the two-node witness, as last written or read
 	applied      bool              // the local decision was carried out once (for READY)
 	listDigest   string            // the list this node acts on (membership.ListDigest)
 	listInForce  time.Time         // since when it is (the removal hold-down)
@@ -225,6 +239,8 @@ func (n *Node) Pass(ctx context.Context) time.Duration {
 	interval := n.Settings.ReconcileInterval
 	snap := n.look(ctx, true)
 	n.record(snap)
+	n.witnessPair(snap)
+	n.logTwoNode(snap)
 	// Whatever this pass does next, a bootstrap promise that no longer
 	// binds is let go of: other nodes may be waiting on it.
 	n.releasePromise(ctx, snap)

@@ -299,6 +299,10 @@ func (s *store) SavePromise(p *state.Promise) error {
 func (*store) LoadRetirement() (*state.Retirement, error) { return nil, nil }
 func (*store) SaveRetirement(*state.Retirement) error     { return nil }
 
+// The simulator runs no pacemaker: no two-node failover.
+func (*store) LoadWitness() (*state.Witness, error) { return nil, nil }
+func (*store) SaveWitness(*state.Witness) error     { return nil }
+
 func (s *store) Load() (state.State, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -29,3 +29,19 @@ func TakeForced(ctx context.Context, dataDir, name string, store Store, log *slo
 	defer cli.Close()
 	return TakeFull(ctx, cli, store, Options{Compression: None, TempDir: filepath.Dir(dataDir)})
 }
+
+// ForceNewCluster makes the member whose stopped data is dataDir the only
+// member of its cluster, in place: etcd starts on it with force-new-cluster,
+// reachable only on 127.0.0.1 on ports the kernel picks, commits the
+// removal of every other member, and stops again. The cluster and member
+// IDs and the member's peer URLs stay: the member then restarts as
+// always, alone, and a removed member that comes back is told so by it.
+// Run it on a copy (datadir.CommitLog first decides which entries stay).
+func ForceNewCluster(ctx context.Context, dataDir, name string, log *slog.Logger) error {
+	e, err := startLocal(ctx, dataDir, name, true, log)
+	if err != nil {
+		return fmt.Errorf("force a new cluster on %s: %w", dataDir, err)
+	}
+	embedded.CloseServer(e)
+	return nil
+}

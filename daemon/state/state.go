@@ -158,6 +158,26 @@ type Retirement struct {
 	At        time.Time `json:"at"`
 }
 
+// WitnessFile holds the last time this node saw both members of its
+// two-node cluster healthy (Witness).
+const WitnessFile = "twonode.json"
+
+// Witness is the last time this node saw both members of its two-voter
+// cluster healthy: the cluster answered with quorum and both were voters
+// in raft. The two-node failover (daemon/twonode) forces a one-member
+// cluster only after pacemaker fenced the peer later than that, and only
+// in the same boot of this host (BootID, /proc/sys/kernel/random/boot_id):
+// a host that restarted since may hold data behind a failover the peer
+// made meanwhile.
+type Witness struct {
+	// ClusterID (lower-case hex) and Peer (its address) are the cluster
+	// and the other node seen.
+	ClusterID string    `json:"clusterID"`
+	Peer      string    `json:"peer"`
+	BootID    string    `json:"bootID"`
+	Healthy   time.Time `json:"healthy"`
+}
+
 // OperatorFile holds what the operator told the agent through the CLI
 // (etcdlet bootstrap --approve, etcdlet ack-moves). Only the CLI writes
 // it; the agent reads it on every pass.
@@ -286,6 +306,12 @@ func (s Store) LoadRetirement() (*Retirement, error) { return loadOptional[Retir
 
 // SaveRetirement writes the retirement atomically; nil removes it.
 func (s Store) SaveRetirement(r *Retirement) error { return saveOptional(s, RetireFile, r) }
+
+// LoadWitness returns the two-node witness; nil when there is none.
+func (s Store) LoadWitness() (*Witness, error) { return loadOptional[Witness](s, WitnessFile) }
+
+// SaveWitness writes the two-node witness atomically; nil removes it.
+func (s Store) SaveWitness(w *Witness) error { return saveOptional(s, WitnessFile, w) }
 
 // loadOptional reads the file name of the state dir; nil when there is
 // none.

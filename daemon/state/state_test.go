@@ -71,6 +71,7 @@ func TestStateFilesAreReadWithinTheRules(t *testing.T) {
 		{"operator", OperatorFile, func(s Store) error { _, err := s.LoadOperator(); return err }},
 		{"promise", PromiseFile, func(s Store) error { _, err := s.LoadPromise(); return err }},
 		{"retirement", RetireFile, func(s Store) error { _, err := s.LoadRetirement(); return err }},
+		{"two-node witness", WitnessFile, func(s Store) error { _, err := s.LoadWitness(); return err }},
 	}
 	// padded is a valid JSON object of n bytes.
 	padded := func(n int) string { return "{}" + strings.Repeat(" ", n-2) }

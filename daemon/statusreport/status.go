@@ -68,6 +68,10 @@ type Report struct {
 	// Recovery says what recovers the cluster from Data should its quorum
 	// not come back (RecoveryHint).
 	Recovery string `json:"recovery,omitempty"`
+	// TwoNode says what the two-node failover does while the cluster has
+	// no quorum (pacemaker configured, two listed nodes): this node runs
+	// its member alone now, or why not.
+	TwoNode string `json:"twoNode,omitempty"`
 	// ClusterList says how the member list kept in the cluster stands
 	// (members.source cluster): its revision and last change, and whether
 	// this node's copy holds it.
@@ -188,6 +192,11 @@ func FromSnapshot(cluster string, s node.Snapshot) Report {
 			r.Lists = append(r.Lists, AgentList{Node: p.Node, Digest: p.Digest(), List: p.List, Since: p.ReadAt, Refusing: p.Refusing,
 				Differs: p.Digest() != own.Digest(), Posted: true})
 		}
+	}
+	if v := s.TwoNode; v != nil && v.Force {
+		r.TwoNode = "this node runs its member alone now: " + v.Reason
+	} else if v != nil {
+		r.TwoNode = "waits: " + v.Reason
 	}
 	if s.Decision.Kind != "" {
 		r.Local = &Local{Node: s.Self.Name, Decision: string(s.Decision.Kind), Reason: s.Decision.Reason, Refusal: string(s.Decision.Refusal)}
@@ -381,6 +390,9 @@ func WriteTable(w io.Writer, r Report) error {
 		fmt.Fprintln(w, line)
 	}
 	WriteData(w, r.Data)
+	if r.TwoNode != "" {
+		fmt.Fprintf(w, "two-node failover: %s\n", r.TwoNode)
+	}
 	if r.Recovery != "" {
 		fmt.Fprintf(w, "recovery: %s\n", r.Recovery)
 	}

@@ -296,22 +296,32 @@ func (cp *campaign) converged(cli *clientv3.Client) error {
 // finalReads reads every key once the clients stopped, with retries: the
 // history ends with what the cluster holds.
 func (cp *campaign) finalReads(cli *clientv3.Client, hist *history) {
+	for _, v := range readKeys(cli, hist, clients) {
+		cp.violation(v)
+	}
+}
+
+// readKeys reads every key once more, as client, each read retried for
+// up to 10s, and returns the keys it could not read.
+func readKeys(cli *clientv3.Client, hist *history, client int) []string {
+	var failed []string
 	for i := range keys {
 		in := input{Kind: opGet, Key: key(i)}
 		for attempt := 0; ; attempt++ {
 			call := hist.now()
 			out := do(cli, in)
 			if !out.Unknown {
-				hist.add(clients, in, call, out)
+				hist.add(client, in, call, out)
 				break
 			}
 			if attempt == 20 {
-				cp.violation(fmt.Sprintf("the final read of %s failed 20 times", in.Key))
+				failed = append(failed, fmt.Sprintf("the final read of %s failed 20 times", in.Key))
 				break
 			}
 			time.Sleep(500 * time.Millisecond)
 		}
 	}
+	return failed
 }
 
 func (cp *campaign) violation(v string) {

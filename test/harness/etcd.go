@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"net"
 	"slices"
 	"sort"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
 )
 
 // Client returns an etcd client over every address the cluster may use.
@@ -40,7 +42,11 @@ func (c *Cluster) ClientOf(ns ...int) *clientv3.Client {
 			c.t.Fatalf("%v", err)
 		}
 	}
-	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: time.Second, TLS: tlsConfig, Logger: zap.NewNop()})
+	var dial []grpc.DialOption
+	if d := c.Opts.Dial; d != nil {
+		dial = append(dial, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) { return d(ctx, "tcp", addr) }))
+	}
+	cli, err := clientv3.New(clientv3.Config{Endpoints: eps, DialTimeout: time.Second, TLS: tlsConfig, Logger: zap.NewNop(), DialOptions: dial})
 	if err != nil {
 		c.t.Fatalf("etcd client: %v", err)
 	}

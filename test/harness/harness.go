@@ -6,6 +6,7 @@ package harness
 
 import (
 	"cmp"
+	"context"
 	"fmt"
 	"maps"
 	"net"
@@ -103,6 +104,9 @@ type Options struct {
 	// Ports, when set, are used as they are (addresses in namespaces the
 	// host cannot probe).
 	Ports *Ports
+	// Dial, when set, is how the test's etcd clients (Client, ClientOf)
+	// reach the agents' addresses, e.g. inside their network namespaces.
+	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// Extra is appended to every agent's configuration (more top-level
 	// sections, e.g. "pacemaker:").
 	Extra string

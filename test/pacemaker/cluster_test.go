@@ -11,10 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"text/template"
 	"time"
+
+	"github.com/fsnotify/fsnotify"
 
 	"github.com/etcdlet/etcdlet/daemon/pacemaker/runner"
 	"github.com/etcdlet/etcdlet/internal/eventually"
@@ -55,6 +58,9 @@ func nodeInit(dir, name string) int {
 	for src, dst := range map[string]string{
 		"lib": "/var/lib/pacemaker", "corolib": "/var/lib/corosync", "shm": "/dev/shm",
 		"log": "/var/log/pacemaker", "run": "/run",
+		// Each start of a node is a boot of its own: the two-node
+		// failover trusts only what a node saw in its current boot.
+		"boot_id": "/proc/sys/kernel/random/boot_id",
 	} {
 		if err := syscall.Mount(filepath.Join(dir, src), dst, "", syscall.MS_BIND, ""); err != nil {
 			return fail("bind mount %s on %s: %v", src, dst, err)
@@ -91,16 +97,32 @@ func nodeInit(dir, name string) int {
 }
 
 type liveNode struct {
-	name    string
-	addr    string
-	dir     string
+	name string
+	addr string
+	dir  string
+	// ns is the node's network namespace; it outlives the node's
+	// processes (a node powered off keeps its cable).
+	ns string
+	// veth is its end of the cable to the other node.
+	veth    string
 	unshare *exec.Cmd
 	// initPID is nodeInit's PID as the host sees it; nsenter targets it.
 	initPID int
+	// down is closed once the node's processes are gone (powerOff).
+	down chan struct{}
 }
 
 type liveCluster struct {
 	nodes [2]*liveNode
+	mu    sync.Mutex // guards the nodes' processes (a fencing may power one off)
+}
+
+// liveOptions shape a live cluster.
+type liveOptions struct {
+	// powerOffWhenFenced makes a fencing what it is on real hosts: the
+	// moment fence_dummy records an action against a node, its processes
+	// are killed (the node stays off until restarted).
+	powerOffWhenFenced bool
 }
 
 // requireLiveEnvironment fails (never skips) without root or a tool.
@@ -127,7 +149,9 @@ func requireLiveEnvironment(t testing.TB) {
 
 // startCluster creates the namespaces and starts both nodes. Cleanup is
 // registered before anything is created.
-func startCluster(t testing.TB) *liveCluster {
+func startCluster(t testing.TB) *liveCluster { return startClusterWith(t, liveOptions{}) }
+
+func startClusterWith(t testing.TB, opts liveOptions) *liveCluster {
 	t.Helper()
 	requireLiveEnvironment(t)
 	suffix := randomHex(t, 3)
@@ -146,7 +170,7 @@ func startCluster(t testing.TB) *liveCluster {
 	veth := []string{"etl" + suffix + "a", "etl" + suffix + "b"}
 	for i, ns := range namespaces {
 		run(t, "ip", "netns", "add", ns)
-		c.nodes[i] = &liveNode{name: fmt.Sprintf("master-%d", i), addr: fmt.Sprintf("192.0.2.%d", i+1), dir: filepath.Join(root, fmt.Sprint(i))}
+		c.nodes[i] = &liveNode{name: fmt.Sprintf("master-%d", i), addr: fmt.Sprintf("192.0.2.%d", i+1), dir: filepath.Join(root, fmt.Sprint(i)), ns: ns, veth: veth[i]}
 	}
 	run(t, "ip", "link", "add", veth[0], "netns", namespaces[0], "type", "veth", "peer", "name", veth[1], "netns", namespaces[1])
 	for i, ns := range namespaces {
@@ -154,20 +178,100 @@ func startCluster(t testing.TB) *liveCluster {
 		run(t, "ip", "-n", ns, "addr", "add", c.nodes[i].addr+"/24", "dev", veth[i])
 		run(t, "ip", "-n", ns, "link", "set", veth[i], "up")
 	}
-	for i, n := range c.nodes {
+	for _, n := range c.nodes {
 		writeNodeFiles(t, n, root)
-		n.unshare = exec.Command("ip", "netns", "exec", namespaces[i],
-			"unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private",
-			os.Args[0])
-		n.unshare.Env = append(os.Environ(), envNodeDir+"="+n.dir, envNodeName+"="+n.name)
-		n.unshare.Stdout, n.unshare.Stderr = os.Stderr, os.Stderr
-		if err := n.unshare.Start(); err != nil {
-			t.Fatalf("start %s: %v", n.name, err)
-		}
-		n.initPID = waitChild(t, n.unshare.Process.Pid)
-		t.Logf("%s: netns %s, unshare pid %d, init pid %d, dir %s", n.name, namespaces[i], n.unshare.Process.Pid, n.initPID, n.dir)
+		// fence_dummy reads a missing status file as "off": every node
+		// starts powered on.
+		writeFile(t, fenceStatusFile(root, n), []byte("on"), 0o644)
+	}
+	if opts.powerOffWhenFenced {
+		c.powerOffWhenFenced(t, root)
+	}
+	for i := range c.nodes {
+		c.startNode(t, i)
 	}
 	return c
+}
+
+func fenceStatusFile(root string, n *liveNode) string {
+	return filepath.Join(root, "fence_dummy."+n.name)
+}
+
+// startNode boots node i: its namespaces, corosync and pacemakerd, with a
+// boot ID of its own.
+func (c *liveCluster) startNode(t testing.TB, i int) {
+	t.Helper()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[i]
+	writeFile(t, filepath.Join(n.dir, "boot_id"), []byte(fmt.Sprintf("%s-%s-%s-%s-%s\n",
+		randomHex(t, 4), randomHex(t, 2), randomHex(t, 2), randomHex(t, 2), randomHex(t, 6))), 0o444)
+	n.unshare = exec.Command("ip", "netns", "exec", n.ns,
+		"unshare", "--mount", "--uts", "--pid", "--fork", "--kill-child", "--mount-proc", "--propagation", "private",
+		os.Args[0])
+	n.unshare.Env = append(os.Environ(), envNodeDir+"="+n.dir, envNodeName+"="+n.name)
+	n.unshare.Stdout, n.unshare.Stderr = os.Stderr, os.Stderr
+	if err := n.unshare.Start(); err != nil {
+		t.Fatalf("start %s: %v", n.name, err)
+	}
+	down := make(chan struct{})
+	go func(cmd *exec.Cmd) {
+		_ = cmd.Wait()
+		close(down)
+	}(n.unshare)
+	n.down = down
+	n.initPID = waitChild(t, n.unshare.Process.Pid)
+	t.Logf("%s: netns %s, unshare pid %d, init pid %d, dir %s", n.name, n.ns, n.unshare.Process.Pid, n.initPID, n.dir)
+}
+
+// powerOff kills node i's processes (unshare --kill-child takes its init,
+// and the kernel everything in its PID namespace) and waits until they
+// are gone. A node already off stays off.
+func (c *liveCluster) powerOff(t testing.TB, i int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := c.nodes[i]
+	if n == nil || n.unshare == nil || n.unshare.Process == nil {
+		return
+	}
+	_ = n.unshare.Process.Kill()
+	<-n.down
+	if n.initPID > 0 {
+		waitGone(t, n.initPID, 10*time.Second)
+	}
+}
+
+// powerOffWhenFenced watches the fence_dummy status files: fence_dummy
+// writes one for every power action against its node ("off", then "on"
+// for a reboot), and each write powers that node off, as a real fencing
+// device would (a rebooted node comes back when the test starts it).
+func (c *liveCluster) powerOffWhenFenced(t testing.TB, root string) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Add(root); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	t.Cleanup(func() {
+		w.Close()
+		<-done
+	})
+	go func() {
+		defer close(done)
+		for ev := range w.Events {
+			if !ev.Has(fsnotify.Write) && !ev.Has(fsnotify.Create) {
+				continue
+			}
+			for i, n := range c.nodes {
+				if ev.Name == fenceStatusFile(root, n) {
+					t.Logf("fence_dummy acted against %s: powering it off", n.name)
+					c.powerOff(t, i)
+				}
+			}
+		}
+	}()
 }
 
 // stop kills each node's namespace (unshare --kill-child takes the PID
@@ -175,15 +279,8 @@ func startCluster(t testing.TB) *liveCluster {
 // processes to be gone, then deletes the network namespaces (and with them
 // the veth pair) and the scratch directory.
 func (c *liveCluster) stop(t testing.TB, namespaces []string, root string) {
-	for _, n := range c.nodes {
-		if n == nil || n.unshare == nil || n.unshare.Process == nil {
-			continue
-		}
-		_ = n.unshare.Process.Kill()
-		_ = n.unshare.Wait()
-		if n.initPID > 0 {
-			waitGone(t, n.initPID, 10*time.Second)
-		}
+	for i := range c.nodes {
+		c.powerOff(t, i)
 	}
 	for _, ns := range namespaces {
 		if err := exec.Command("ip", "netns", "del", ns).Run(); err != nil && nsExists(ns) {
