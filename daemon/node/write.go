@@ -53,8 +53,13 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		// This node's learner copies the keyspace: its agent looks at a
 		// short steady pace (a look takes no lock and writes nothing)
 		// and promotes it the moment it serves clients, whatever the
-		// size. The other agents back off as for any wait.
+		// size.
 		return catchUpRetry, true
+	case waitsFor(res.Plan, membership.WaitLearnerCatchingUp):
+		// Another node's learner: soon after a short copy, backing off
+		// for a long one (its own agent promotes it; this one may make
+		// the next change once it is a voter).
+		return n.settle(), true
 	case waitsFor(res.Plan, membership.WaitListsDisagree):
 		// A list change on its way to the hosts: the others post theirs
 		// within their next pass, and the watch of the lists wakes this

@@ -56,6 +56,10 @@ type membershipFigures struct {
 	// replace: members-file write → a voter that is not the leader traded
 	// for the node that is out: the node a voter and the voter gone.
 	replace []time.Duration
+	// promoted: the joining member (join and replace) serving clients,
+	// which a learner does once it caught up → seen a voter; 0 when it
+	// was a voter before it served.
+	promoted []time.Duration
 }
 
 // cycle is one join, leave and replace, the same on both sides: the node
@@ -86,9 +90,12 @@ func (cy *cycle) run(runs int, label string) membershipFigures {
 			cy.prepare(out)
 		}
 		quiet()
+		serving := cy.obs.watchServing(cy.c.ClientURL(out))
 		start := time.Now()
 		cy.write(all...)
-		f.join = append(f.join, cy.obs.waitFor(cy.c.PeerURL(out), voter).Sub(start))
+		joined := cy.obs.waitFor(cy.c.PeerURL(out), voter)
+		f.join = append(f.join, joined.Sub(start))
+		f.promoted = append(f.promoted, max(0, joined.Sub(serving())))
 		cy.obs.waitVoters(nodes)
 
 		leader := cy.nodeOf(cy.obs.leader())
@@ -110,8 +117,9 @@ func (cy *cycle) run(runs int, label string) membershipFigures {
 		w.Stop()
 		f.gap = append(f.gap, w.Report().MaxGap)
 		cy.settled(leader)
-		took, gone := cy.replace(leader, stay)
+		took, promoted, gone := cy.replace(leader, stay)
 		f.replace = append(f.replace, took)
+		f.promoted = append(f.promoted, promoted)
 		out = gone
 		fmt.Printf("  %-8s cycle %d: join %s, leader leaves %s, longest write gap %s, replace %s\n", label, i+1,
 			round(f.join[i]), round(f.leave[i]), round(f.gap[i]), round(f.replace[i]))
@@ -121,11 +129,12 @@ func (cy *cycle) run(runs int, label string) membershipFigures {
 
 // replace lists in (out of the cluster, its data moved aside) instead of
 // the first of members that does not lead, in one write, and times the
-// write until in is a voter and that member gone, and returns that time
-// and the member traded away, once it settled.
-func (cy *cycle) replace(in int, members []int) (time.Duration, int) {
+// write until in is a voter and that member gone, and returns that time,
+// the time from in serving clients to in a voter, and the member traded
+// away, once it settled.
+func (cy *cycle) replace(in int, members []int) (took, promoted time.Duration, gone int) {
 	leader := cy.nodeOf(cy.obs.leader())
-	gone := members[0]
+	gone = members[0]
 	if gone == leader {
 		gone = members[1]
 	}
@@ -135,16 +144,18 @@ func (cy *cycle) replace(in int, members []int) (time.Duration, int) {
 	list := append(slices.DeleteFunc(slices.Clone(members), func(n int) bool { return n == gone }), in)
 	slices.Sort(list)
 	quiet()
+	serving := cy.obs.watchServing(cy.c.ClientURL(in))
 	start := time.Now()
 	cy.write(list...)
 	done := cy.obs.waitFor(cy.c.PeerURL(in), voter)
+	promoted = max(0, done.Sub(serving()))
 	// The member may have gone first: then this finds it gone at once.
 	if left := cy.obs.waitFor(cy.c.PeerURL(gone), absent); left.After(done) {
 		done = left
 	}
 	cy.obs.waitVoters(nodes - 1)
 	cy.settled(gone)
-	return done.Sub(start), gone
+	return done.Sub(start), promoted, gone
 }
 
 func (cy *cycle) nodeOf(peerURL string) int {
