@@ -316,9 +316,11 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 			// etcd refused its promotion as not in sync, and it does not
 			// serve its client port yet, which etcd does once it applied
 			// the entry that publishes it: it still copies the leader's
-			// snapshot of the keyspace. Trying again now could only be
-			// refused, and each try takes the lock (raft writes) that the
-			// copy would compete with.
+			// snapshot of the keyspace, or applies it. Each try would take
+			// the lock (raft writes), which the copy competes with; its
+			// agent promotes it once it serves. etcd may allow the
+			// promotion a little earlier, once the leader knows the
+			// snapshot arrived: make bench measures what the wait costs.
 			p.wait(ActionPromote, name, WaitLearnerCatchingUp, "etcd refused its promotion as not in sync; it copies the keyspace and is promoted once it serves its client port")
 		case l.InRaft() || l.Health.PeerListening:
 			p = p.next(Action{Kind: ActionPromote, Name: name, PeerURL: first(l.PeerURLs), MemberID: l.ID, Reason: "listed learner joins the voters once in sync"})
