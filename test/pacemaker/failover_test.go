@@ -76,7 +76,7 @@ func TestTwoNodeFailover(t *testing.T) {
 
 	// 2. master-1 comes back and rejoins.
 	lc.startNode(t, 1)
-	c.Agent(2).Restart()
+	restartAgent(t, c, 2)
 	c.Wait(cli, 2*time.Minute, 1, 2)
 	if n := c.Agent(2).CountLog("moved data dir aside; it is kept, not deleted", nil); n != 1 {
 		t.Errorf("master-1 moved its data aside %d times on its return, want once (its member was removed by the failover)", n)
@@ -92,7 +92,7 @@ func TestTwoNodeFailover(t *testing.T) {
 	}
 	lc.cable(t, true)
 	lc.startNode(t, 0)
-	c.Agent(1).Restart()
+	restartAgent(t, c, 1)
 	c.Wait(cli, 2*time.Minute, 1, 2)
 	waitWitness(t, c, time.Now(), 1, 2)
 
@@ -101,7 +101,7 @@ func TestTwoNodeFailover(t *testing.T) {
 	lc.powerOff(t, 0)
 	lc.powerOff(t, 1)
 	lc.startNode(t, 0)
-	c.Agent(1).Restart()
+	restartAgent(t, c, 1)
 	// master-0 alone has no quorum, in pacemaker or in etcd, and forces
 	// nothing: it says why it waits.
 	waits := "two-node failover waits: the cluster has no quorum, and this node does not run its member alone"
@@ -119,7 +119,7 @@ func TestTwoNodeFailover(t *testing.T) {
 		t.Errorf("etcdlet status on master-0 alone does not say why the failover waits:\n%s", status)
 	}
 	lc.startNode(t, 1)
-	c.Agent(2).Restart()
+	restartAgent(t, c, 2)
 	c.Wait(cli, 2*time.Minute, 1, 2)
 	for n := 1; n <= 2; n++ {
 		if got := c.Agent(n).CountLog("two-node failover done: the member is the only member of its cluster; the peer rejoins as a learner when it returns", nil); got > 1 {
@@ -132,6 +132,20 @@ func TestTwoNodeFailover(t *testing.T) {
 	for _, v := range violations {
 		t.Errorf("violation: %s", v)
 	}
+}
+
+// restartAgent starts agent n again once its process, killed with its
+// node, is gone (the harness reaps it a moment after the node's
+// namespace died).
+func restartAgent(t *testing.T, c *harness.Cluster, n int) {
+	t.Helper()
+	harness.Eventually(t, 30*time.Second, fmt.Sprintf("agent %d's process is gone with its node", n), func() error {
+		if c.Agent(n).Running() {
+			return fmt.Errorf("still running")
+		}
+		return nil
+	})
+	c.Agent(n).Restart()
 }
 
 // waitWitness waits until each agent recorded both members healthy after
