@@ -67,6 +67,7 @@ func TestTwoNodeFailover(t *testing.T) {
 		clis = append(clis, c.ClientOf(1, 2))
 	}
 	clients := campaign.StartClients(clis, uint64(time.Now().UnixNano()))
+	lc.waitFormed(t)
 	waitWitness(t, c, time.Now(), 1, 2)
 
 	// 1. master-1 powers off.
@@ -81,6 +82,10 @@ func TestTwoNodeFailover(t *testing.T) {
 	if n := c.Agent(2).CountLog("moved data dir aside; it is kept, not deleted", nil); n != 1 {
 		t.Errorf("master-1 moved its data aside %d times on its return, want once (its member was removed by the failover)", n)
 	}
+	// Pacemaker must know master-1 is back before the next loss: a node
+	// it never saw online is not fenced, and then the survivor rightly
+	// waits (its member was seen running).
+	lc.waitFormed(t)
 	waitWitness(t, c, time.Now(), 1, 2)
 
 	// 3. The cable is cut: both fence, master-1 wins.
@@ -94,6 +99,7 @@ func TestTwoNodeFailover(t *testing.T) {
 	lc.startNode(t, 0)
 	restartAgent(t, c, 1)
 	c.Wait(cli, 2*time.Minute, 1, 2)
+	lc.waitFormed(t)
 	waitWitness(t, c, time.Now(), 1, 2)
 
 	// 4. Both power off; master-0 boots first, master-1 (which held the
@@ -178,7 +184,7 @@ func waitFailover(t *testing.T, c *harness.Cluster, cli *clientv3.Client, n int,
 	t.Helper()
 	harness.Eventually(t, 2*time.Minute, fmt.Sprintf("agent %d fails over and takes writes", n), func() error {
 		if c.Agent(n).CountLog("two-node failover done: the member is the only member of its cluster; the peer rejoins as a learner when it returns", nil) == 0 {
-			return fmt.Errorf("agent %d has not failed over", n)
+			return fmt.Errorf("agent %d has not failed over (%s)", n, lastWait(c.Agent(n)))
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
@@ -186,6 +192,47 @@ func waitFailover(t *testing.T, c *harness.Cluster, cli *clientv3.Client, n int,
 		return err
 	})
 	t.Logf("agent %d failed over; writes resumed %s after the loss", n, time.Since(since).Round(100*time.Millisecond))
+}
+
+// waitFormed waits until pacemaker on each node sees both nodes online,
+// with quorum: only then does a loss lead to a fencing.
+func (c *liveCluster) waitFormed(t *testing.T) {
+	t.Helper()
+	for i := range c.nodes {
+		m := collector(t, c.nodes[i])
+		var last string
+		waitFor(t, time.Minute, fmt.Sprintf("pacemaker on %s sees both nodes online", c.nodes[i].name), func() bool {
+			snap := m.Poll(t.Context())
+			if !snap.Known {
+				last = snap.Reason
+				return false
+			}
+			last = fmt.Sprintf("quorum %v", snap.Cluster.WithQuorum)
+			online := 0
+			for _, n := range snap.Cluster.Nodes {
+				last += fmt.Sprintf(", %s online %v", n.Name, n.Online)
+				if n.Online.IsTrue() {
+					online++
+				}
+			}
+			return snap.Cluster.WithQuorum.IsTrue() && online == len(c.nodes)
+		}, func() string { return last })
+	}
+}
+
+// lastWait is the last reason the agent gave for not failing over, and
+// its last decision, so that a failover that never comes says why.
+func lastWait(a *harness.Agent) string {
+	reason, decision := "none logged", "none logged"
+	for _, e := range a.LogEntries() {
+		switch e["msg"] {
+		case "two-node failover waits: the cluster has no quorum, and this node does not run its member alone":
+			reason = fmt.Sprint(e["time"], ": ", e["reason"])
+		case "local member":
+			decision = fmt.Sprint(e["time"], ": ", e["decision"], " (", e["reason"], ")")
+		}
+	}
+	return "last wait: " + reason + "; last decision: " + decision
 }
 
 // initPID is node i's init, for nsenter.
