@@ -46,24 +46,34 @@ func TestBootstrapThree(t *testing.T) {
 	// not an empty cluster.
 	c.WriteMembersRaw("# emptied by mistake\n")
 	waitPasses(t, c, seq(1, 3), 2)
-	out, err := exec.Command(binary, "status", "--config", c.ConfigPath(1), "-o", "json").Output()
-	if err != nil {
-		t.Fatalf("status: %v", err)
-	}
+	var out []byte
 	var report statusreport.Report
-	if err := json.Unmarshal(out, &report); err != nil {
-		t.Fatal(err)
-	}
+	// A member moves its storage version to the cluster's minor on its own
+	// a few seconds after the cluster version is decided, so the versions
+	// are waited for; the rest of the report must hold at once.
+	harness.Eventually(t, 30*time.Second, "every member reports the linked etcd and its minor as storage version", func() error {
+		var err error
+		if out, err = exec.Command(binary, "status", "--config", c.ConfigPath(1), "-o", "json").Output(); err != nil {
+			return fmt.Errorf("status: %w", err)
+		}
+		report = statusreport.Report{}
+		if err := json.Unmarshal(out, &report); err != nil {
+			return err
+		}
+		for _, m := range report.Members {
+			// The embedded runtime's etcd is the library etcdlet links.
+			if m.Version != etcdversion.Version || etcdversion.Cluster(m.StorageVersion) != etcdversion.Cluster(etcdversion.Version) {
+				return fmt.Errorf("member %s: version %q, storage version %q; want %s and its minor", m.Name, m.Version, m.StorageVersion, etcdversion.Version)
+			}
+		}
+		return nil
+	})
 	if !report.Reached || len(report.Members) != 3 || !strings.Contains(strings.Join(report.Plan.Waiting, "\n"), "EmptyList") {
 		t.Errorf("status with an empty list does not show the cluster and why nothing changes:\n%s", out)
 	}
 	for _, m := range report.Members {
 		if m.InList != "no" || m.Health != "healthy" {
 			t.Errorf("member %+v: want a healthy member that is not listed", m)
-		}
-		// The embedded runtime's etcd is the library etcdlet links.
-		if m.Version != etcdversion.Version || etcdversion.Cluster(m.StorageVersion) != etcdversion.Cluster(etcdversion.Version) {
-			t.Errorf("member %s: version %q, storage version %q; want %s and its minor", m.Name, m.Version, m.StorageVersion, etcdversion.Version)
 		}
 	}
 	if err := c.Expect(c.Client(), 1, 2, 3); err != nil {
