@@ -47,6 +47,18 @@ func memberIDOf(t *testing.T, c *harness.Cluster, cli *clientv3.Client, n int) u
 	return 0
 }
 
+// waitQuorum waits until the members left elect a leader: until then a
+// command refuses for another reason (no quorum right now).
+func waitQuorum(t *testing.T, cli *clientv3.Client) {
+	t.Helper()
+	harness.Eventually(t, convergeTimeout, "a leader among the members left", func() error {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		_, err := cli.Get(ctx, "quorum-check") // linearizable: needs a leader and quorum
+		return err
+	})
+}
+
 // leaderIndex returns which agent's member leads.
 func leaderIndex(t *testing.T, c *harness.Cluster, cli *clientv3.Client) int {
 	t.Helper()

@@ -109,6 +109,7 @@ const (
 	netIdle
 	netRecover
 	netVersion
+	netDowngrade
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -1,7 +1,6 @@
 package test
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -175,12 +174,7 @@ func TestMemberCommands(t *testing.T) {
 	c.Agent(3).Kill()
 	// If host 3 led, the two left elect a leader first; until then the
 	// command refuses for another reason (no quorum right now).
-	harness.Eventually(t, convergeTimeout, "a leader among the two members left", func() error {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		_, err := cli.Get(ctx, "quorum-check") // linearizable: needs a leader and quorum
-		return err
-	})
+	waitQuorum(t, cli)
 	_, stderr, code := etcdlet(t, "member", "remove", c.Name(2), "--force", "--config", cfg)
 	if code != 1 || !strings.Contains(stderr, "below quorum 2") {
 		t.Errorf("remove costing quorum: exit %d, stderr %q; want it refused", code, stderr)

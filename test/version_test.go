@@ -66,3 +66,73 @@ func recordClusterVersion(t *testing.T, dataDir, version string) {
 		t.Fatal(err)
 	}
 }
+
+// etcdlet etcd downgrade drives etcd's downgrade API and refuses, naming
+// the rule, what would strand the cluster: a skipped minor, a member down
+// while the members are to be restarted one by one, a second downgrade.
+// The members here all run the etcd etcdlet links, so the downgrade is
+// enabled and cancelled, never finished.
+func TestEtcdDowngradeCommands(t *testing.T) {
+	t.Parallel()
+	c, cli := startCluster(t, netDowngrade, 3)
+	cfg := c.ConfigPath(1)
+	var major, minor int
+	if _, err := fmt.Sscanf(etcdversion.Version, "%d.%d", &major, &minor); err != nil {
+		t.Fatal(err)
+	}
+	own, lower, skipped := fmt.Sprintf("%d.%d", major, minor), fmt.Sprintf("%d.%d", major, minor-1), fmt.Sprintf("%d.%d", major, minor-2)
+	downgrade := func(args ...string) (string, string, int) {
+		return etcdlet(t, append(append([]string{"etcd", "downgrade"}, args...), "--config", cfg)...)
+	}
+	expectDowngradeRefused := func(rule string, args ...string) {
+		t.Helper()
+		if _, stderr, code := downgrade(args...); code != 1 || !strings.Contains(stderr, rule) {
+			t.Errorf("etcd downgrade %s: exit %d, stderr %q; want it refused: %q", strings.Join(args, " "), code, stderr, rule)
+		}
+		if r, _, _ := statusJSON(t, c, 1); r.Downgrade != "" {
+			t.Errorf("a refused downgrade %s left a downgrade to %s enabled", strings.Join(args, " "), r.Downgrade)
+		}
+	}
+
+	expectDowngradeRefused(fmt.Sprintf("the cluster runs etcd %s, and etcd downgrades one minor at a time: the target must be %s", own, lower), "validate", skipped)
+	expectDowngradeRefused("want a version MAJOR.MINOR", "enable", "latest")
+	if out, stderr, code := downgrade("validate", lower); code != 0 || !strings.Contains(out, fmt.Sprintf("etcd accepts a downgrade of the cluster from version %s to %s", own, lower)) {
+		t.Errorf("validate %s: exit %d: %s%s", lower, code, out, stderr)
+	}
+
+	// A member down: the first restart of the downgrade would cost quorum.
+	c.Agent(3).Stop()
+	waitQuorum(t, cli)
+	expectDowngradeRefused(c.Name(3)+" ", "enable", lower)
+	c.Agent(3).Restart()
+	c.Wait(cli, convergeTimeout, 1, 2, 3)
+
+	if out, stderr, code := downgrade("enable", lower); code != 0 || !strings.Contains(out, "downgrade to "+lower+" enabled") {
+		t.Fatalf("enable %s: exit %d: %s%s", lower, code, out, stderr)
+	}
+	// Every member reports it, and status says so.
+	harness.Eventually(t, 30*time.Second, "status shows the downgrade", func() error {
+		table, _, _ := etcdlet(t, "status", "--config", c.ConfigPath(2))
+		if !strings.Contains(table, "downgrade: enabled, to "+lower) {
+			return errorf("status does not show the downgrade:\n%s", table)
+		}
+		return nil
+	})
+	if _, stderr, code := downgrade("enable", lower); code != 1 || !strings.Contains(stderr, "a downgrade to "+lower+" is enabled already") {
+		t.Errorf("a second enable: exit %d, stderr %q; want it refused", code, stderr)
+	}
+
+	if out, stderr, code := downgrade("cancel"); code != 0 || !strings.Contains(out, "downgrade to "+lower+" cancelled") {
+		t.Fatalf("cancel: exit %d: %s%s", code, out, stderr)
+	}
+	if r, _, _ := statusJSON(t, c, 1); r.Downgrade != "" {
+		t.Errorf("status after the cancel still shows a downgrade to %s", r.Downgrade)
+	}
+	if out, stderr, code := downgrade("cancel"); code != 0 || !strings.Contains(out, "no downgrade is enabled") {
+		t.Errorf("a cancel with none enabled: exit %d: %s%s", code, out, stderr)
+	}
+	// The cluster goes on: writes work, every member is still there.
+	if err := c.Expect(cli, 1, 2, 3); err != nil {
+		t.Error(err)
+	}
+}

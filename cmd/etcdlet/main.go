@@ -68,7 +68,7 @@ man etcdlet-<command>.`,
 		newPacemakerCommand(), newRenderCommand(), newVersionCommand())
 	root.AddCommand(newCertsCommand())
 	root.AddCommand(newTaskCommand(), newRestoreCommand(), newRecoverCommand())
-	root.AddCommand(newMemberCommand(), newMembersCommand(), newLockCommand(), newEtcdctlCommand())
+	root.AddCommand(newMemberCommand(), newMembersCommand(), newLockCommand(), newEtcdctlCommand(), newEtcdCommand())
 	root.AddCommand(newGenDocsCommand())
 	return root
 }

@@ -98,7 +98,7 @@ func CheckMember(server, cluster Minor) error {
 	case server.Less(cluster):
 		return fmt.Errorf("etcd %s cannot run a member of a cluster at version %s: etcd runs no member below the cluster version "+
 			"(it stops at once: invalid downgrade); run etcd %s here (staticPod.image, or an etcdlet package that embeds it), "+
-			"or lower the cluster version first with etcd's downgrade (etcdctl downgrade enable %s, while the cluster runs)", server, cluster, cluster, server)
+			"or lower the cluster version first with etcd's downgrade (etcdlet etcd downgrade enable %s, while the cluster runs)", server, cluster, cluster, server)
 	case server.Minor > cluster.Minor+1:
 		next := Minor{Major: cluster.Major, Minor: cluster.Minor + 1}
 		return fmt.Errorf("etcd %s cannot run a member of a cluster at version %s: etcd upgrades one minor version at a time; "+

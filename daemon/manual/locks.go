@@ -24,7 +24,7 @@ const (
 // ReadLock reads the lock and judges it now.
 func (o Operator) ReadLock(ctx context.Context, which Which) (etcdclient.LockStatus, error) {
 	var st etcdclient.LockStatus
-	err := o.withLockClient(ctx, func(ctx context.Context, cli *clientv3.Client, clusterID uint64) error {
+	err := o.withClusterClient(ctx, func(ctx context.Context, cli *clientv3.Client, clusterID uint64) error {
 		var err error
 		st, err = o.readLock(ctx, cli, which, clusterID)
 		return err
@@ -38,7 +38,7 @@ func (o Operator) ReadLock(ctx context.Context, which Which) (etcdclient.LockSta
 // LockStatus when it could not be read); broke says whether a lease was
 // revoked.
 func (o Operator) BreakLock(ctx context.Context, which Which, yes, force bool) (st etcdclient.LockStatus, broke bool, err error) {
-	err = o.withLockClient(ctx, func(ctx context.Context, cli *clientv3.Client, clusterID uint64) error {
+	err = o.withClusterClient(ctx, func(ctx context.Context, cli *clientv3.Client, clusterID uint64) error {
 		read, err := o.readLock(ctx, cli, which, clusterID)
 		if err != nil {
 			return err
@@ -68,11 +68,11 @@ func (o Operator) readLock(ctx context.Context, cli *clientv3.Client, which Whic
 	return st, err
 }
 
-// withLockClient connects to the cluster's client endpoints and runs fn
+// withClusterClient connects to the cluster's client endpoints and runs fn
 // with the ID of the cluster that answers, once that is the cluster this
 // node belongs to: another cluster's lock is never read as ours, nor
-// broken.
-func (o Operator) withLockClient(ctx context.Context, fn func(context.Context, *clientv3.Client, uint64) error) error {
+// broken, and its downgrade state is never changed.
+func (o Operator) withClusterClient(ctx context.Context, fn func(context.Context, *clientv3.Client, uint64) error) error {
 	cli, err := o.Cluster.Pool().NewMulti(o.Cluster.ClientEndpoints())
 	if err != nil {
 		return err
@@ -87,7 +87,7 @@ func (o Operator) withLockClient(ctx context.Context, fn func(context.Context, *
 		return err
 	}
 	if pinned := o.Cluster.PinnedClusterID(); pinned != "" && pinned != strconv.FormatUint(id, 16) {
-		return fmt.Errorf("the endpoints answer for cluster %x, but this node belongs to cluster %s: not touching another cluster's lock", id, pinned)
+		return fmt.Errorf("the endpoints answer for cluster %x, but this node belongs to cluster %s: not touching another cluster", id, pinned)
 	}
 	return fn(ctx, cli, id)
 }
