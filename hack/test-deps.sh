@@ -12,7 +12,8 @@
 # (and the Makefile's ASSETS), each found through an environment variable:
 # kube-apiserver and etcd (hack/envtest.sh, KUBEBUILDER_ASSETS), etcd-druid
 # (hack/druid.sh, ETCDLET_DRUID), versitygw (hack/versitygw.sh,
-# ETCDLET_VERSITYGW), etcdbrctl (hack/etcdbrctl.sh, ETCDLET_ETCDBRCTL) and
+# ETCDLET_VERSITYGW), etcdbrctl (hack/etcdbrctl.sh, ETCDLET_ETCDBRCTL), an
+# etcd 3.5 server (hack/etcd35.sh, ETCDLET_ETCD35) and
 # promtool, which checks the alert rules in deploy/prometheus/
 # (hack/promtool.sh, ETCDLET_PROMTOOL). They need Go and the proxy, nothing
 # from apt.

@@ -68,6 +68,14 @@ else
   failed+=("hack/etcdbrctl.sh: etcdbrctl could not be built")
 fi
 
+step "etcd 3.5, which runs the command line rendered for an etcd 3.5 image (hack/etcd35.sh)"
+# On failure the test that runs it (daemon/runtime/staticpod/manifest) fails too, saying so.
+if etcd35=$(hack/etcd35.sh); then
+  export ETCDLET_ETCD35=$etcd35
+else
+  failed+=("hack/etcd35.sh: etcd 3.5 could not be built")
+fi
+
 step "promtool, which checks the shipped alert rules (hack/promtool.sh)"
 # On failure the tests that run promtool (daemon/metrics) fail too, each saying so.
 if promtool=$(hack/promtool.sh); then

@@ -4,8 +4,6 @@ import (
 	"net/netip"
 	"time"
 
-	embeddedversion "go.etcd.io/etcd/api/v3/version"
-
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/etcdversion"
 	"github.com/etcdlet/etcdlet/daemon/identity"
@@ -56,16 +54,11 @@ func SettingsFrom(cfg *config.Config) Settings {
 	s := Settings{
 		Cluster: cfg.Cluster.Name, Scheme: identity.SchemeFrom(cfg),
 		Bootstrap: cfg.BootstrapMode(), Token: cfg.BootstrapToken(), Founder: cfg.Cluster.Founder,
-		Member:  runtime.SettingsFrom(cfg),
+		Member: runtime.SettingsFrom(cfg), EtcdVersion: runtime.EtcdVersion(cfg),
 		DataDir: cfg.Etcd.DataDir, DataDirMustBeMount: cfg.Etcd.DataDirMustBeMount,
 		MoveAsideLimit: cfg.Etcd.MoveAsideLimit, MoveAsideWindow: cfg.Etcd.MoveAsideWindow,
 		ReconcileInterval: cfg.Agent.ReconcileInterval, IdleInterval: cfg.Agent.IdleInterval, CallTimeout: cfg.Agent.CallTimeout,
 		RemovalHoldDown: cfg.Agent.RemovalHoldDown, LockSection: cfg.Agent.LockSection(), LearnerTimeout: cfg.Agent.LearnerTimeout,
-	}
-	if cfg.Etcd.Runtime == config.RuntimeStaticPod {
-		s.EtcdVersion, _ = etcdversion.FromImage(cfg.StaticPod.Image)
-	} else {
-		s.EtcdVersion, _ = etcdversion.Parse(embeddedversion.Version)
 	}
 	if cfg.Node.Address != "" {
 		s.Address = netip.MustParseAddr(cfg.Node.Address) // validated

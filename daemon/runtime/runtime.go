@@ -9,7 +9,10 @@ import (
 	"maps"
 	"slices"
 
+	embeddedversion "go.etcd.io/etcd/api/v3/version"
+
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/etcdversion"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 )
 
@@ -98,6 +101,9 @@ type Settings struct {
 	PeerTLS   config.TLSFiles
 	ExtraArgs map[string]string
 	LogLevel  string
+	// EtcdVersion is the etcd the member runs (EtcdVersion): the tuning
+	// is spelled for it.
+	EtcdVersion etcdversion.Minor
 	// ClientScheme and ClientPort make the client URLs on the loopback
 	// address (ListenClientURLs).
 	ClientScheme string
@@ -110,6 +116,7 @@ func SettingsFrom(cfg *config.Config) Settings {
 		DataDir: cfg.Etcd.DataDir, ListenMetricsURL: cfg.Etcd.ListenMetricsURL, Token: cfg.BootstrapToken(),
 		ClientTLS: cfg.Etcd.TLS.Client, PeerTLS: cfg.Etcd.TLS.Peer, ExtraArgs: maps.Clone(cfg.Etcd.ExtraArgs),
 		LogLevel: cfg.Etcd.LogLevel, ClientScheme: cfg.Etcd.ClientScheme(), ClientPort: cfg.Etcd.ClientPort,
+		EtcdVersion: EtcdVersion(cfg),
 	}
 }
 
@@ -129,7 +136,7 @@ func BuildSpec(s Settings, self identity.Member, initialCluster, clusterState st
 		Token:               s.Token,
 		ClientTLS:           s.ClientTLS,
 		PeerTLS:             s.PeerTLS,
-		ExtraArgs:           WithTuning(s.ExtraArgs),
+		ExtraArgs:           WithTuning(s.EtcdVersion, s.ExtraArgs),
 		LogLevel:            s.LogLevel,
 	}
 }
@@ -147,7 +154,7 @@ func ListenClientURLs(s Settings, self identity.Member) []string {
 
 // Tuning is what kubeadm's etcd manifest sets beyond etcd's defaults, and
 // every member etcdlet runs (embedded or static pod) gets it too unless
-// etcd.extraArgs sets the same flag:
+// etcd.extraArgs sets the same flag, under either of its names:
 //
 //   - watch-progress-notify-interval 5s: kube-apiserver serves consistent
 //     reads from its watch cache only when etcd sends progress
@@ -159,16 +166,72 @@ func ListenClientURLs(s Settings, self identity.Member) []string {
 //   - snapshot-count 10000: etcd's default since 3.6, stated so that an
 //     older etcd image keeps the same memory profile (3.5 defaulted to
 //     100000 entries kept in memory between snapshots).
+//
+// The names are etcd 3.6's. An etcd before 3.6 knows the first two only
+// as experimental flags (TuningBefore36), and etcd 3.7 knows only the new
+// names: each etcd is given the names it knows.
 var Tuning = map[string]string{
 	"watch-progress-notify-interval": "5s",
 	"feature-gates":                  "InitialCorruptCheck=true",
 	"snapshot-count":                 "10000",
 }
 
-// WithTuning returns extraArgs with Tuning's flags added where extraArgs
-// does not set them; extraArgs is not changed.
-func WithTuning(extraArgs map[string]string) map[string]string {
-	args := maps.Clone(Tuning)
-	maps.Copy(args, extraArgs)
+// TuningBefore36 is Tuning as an etcd before 3.6 spells it: no feature
+// gates, experimental flags instead.
+var TuningBefore36 = map[string]string{
+	"experimental-watch-progress-notify-interval": "5s",
+	"experimental-initial-corrupt-check":          "true",
+	"snapshot-count":                              "10000",
+}
+
+// sameSetting pairs each tuning flag with its name in the other spelling:
+// extraArgs that set either name set it, and the tuning then stays out
+// (etcd 3.6 refuses a flag given under both names).
+var sameSetting = map[string]string{
+	"watch-progress-notify-interval":              "experimental-watch-progress-notify-interval",
+	"experimental-watch-progress-notify-interval": "watch-progress-notify-interval",
+	"feature-gates":                      "experimental-initial-corrupt-check",
+	"experimental-initial-corrupt-check": "feature-gates",
+}
+
+// first36 is the first etcd that knows Tuning's names.
+var first36 = etcdversion.Minor{Major: 3, Minor: 6}
+
+// WithTuning returns extraArgs with the tuning added, in the names etcd
+// of the given version knows (Tuning for 3.6 and later and when the
+// version is not known, TuningBefore36 before), where extraArgs does not
+// set the same flag; extraArgs is not changed.
+func WithTuning(version etcdversion.Minor, extraArgs map[string]string) map[string]string {
+	tuning := Tuning
+	if !version.IsZero() && version.Less(first36) {
+		tuning = TuningBefore36
+	}
+	args := maps.Clone(extraArgs)
+	if args == nil {
+		args = map[string]string{}
+	}
+	for name, value := range tuning {
+		if _, set := args[name]; set {
+			continue
+		}
+		if other, ok := sameSetting[name]; ok {
+			if _, set := extraArgs[other]; set {
+				continue
+			}
+		}
+		args[name] = value
+	}
 	return args
+}
+
+// EtcdVersion is the etcd version the local member runs: the embedded
+// one, or the version staticPod.image's tag names (zero when the tag
+// names none, a digest alone or "latest").
+func EtcdVersion(cfg *config.Config) etcdversion.Minor {
+	if cfg.Etcd.Runtime == config.RuntimeStaticPod {
+		v, _ := etcdversion.FromImage(cfg.StaticPod.Image)
+		return v
+	}
+	v, _ := etcdversion.Parse(embeddedversion.Version)
+	return v
 }

@@ -63,6 +63,15 @@ etcd:
 agent: {stateDir: /var/lib/etcdlet}
 `
 
+// etcd35 runs kubeadm's etcd image of Kubernetes 1.33 and before: etcd
+// 3.5, which knows the tuning only as experimental flags.
+const etcd35 = `cluster: {name: etcd-main}
+members: {source: static, addresses: [192.0.2.10, 192.0.2.11, 192.0.2.12]}
+etcd: {runtime: static-pod, dataDir: /var/lib/etcd, insecure: true}
+staticPod: {image: "registry.k8s.io/etcd:3.5.21-0"}
+agent: {stateDir: /var/lib/etcdlet}
+`
+
 // flatPKI keeps client and peer certificates in one flat directory that
 // also holds keys etcd must not see (ca.key, sa.key, front-proxy-ca.key,
 // …), and uses one CA for clients and peers.
@@ -97,6 +106,7 @@ func TestGoldenManifests(t *testing.T) {
 		{"ipv6-tls-join", ipv6TLS, "2001:db8::12", runtime.StateExisting},
 		{"extra-args", extraArgs, "192.0.2.10", runtime.StateNew},
 		{"flat-pki-shared-ca", flatPKI, "192.0.2.11", runtime.StateNew},
+		{"etcd-3.5-image", etcd35, "192.0.2.10", runtime.StateNew},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
