@@ -87,6 +87,23 @@ func (i *Inspector) observeUnlisted(ctx context.Context) membership.View {
 	return observer.Observe(ctx, membership.Target{Endpoints: endpoints, Pinned: pinned})
 }
 
+// ClusterVersion is the cluster version, as the first healthy member that
+// answers its /version reports it ("3.7.0"); "" when none does.
+func (i *Inspector) ClusterVersion(ctx context.Context, v membership.View) string {
+	for _, m := range v.Members {
+		if !m.Healthy() || len(m.ClientURLs) == 0 {
+			continue
+		}
+		callCtx, cancel := context.WithTimeout(ctx, i.settings.CallTimeout)
+		versions, err := i.pool.Versions(callCtx, m.ClientURLs[0])
+		cancel()
+		if err == nil && versions.Cluster != "" {
+			return versions.Cluster
+		}
+	}
+	return ""
+}
+
 // ClientEndpoints are the client URLs an operator command starts from,
 // without asking the cluster: the members' of the list in force and this
 // node's own.

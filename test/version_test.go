@@ -70,6 +70,7 @@ func recordClusterVersion(t *testing.T, dataDir, version string) {
 // etcdlet etcd downgrade drives etcd's downgrade API and refuses, naming
 // the rule, what would strand the cluster: a skipped minor, a member down
 // while the members are to be restarted one by one, a second downgrade.
+// etcdlet status shows the cluster version etcd moves down and back up.
 // The members here all run the etcd etcdlet links, so the downgrade is
 // enabled and cancelled, never finished.
 func TestEtcdDowngradeCommands(t *testing.T) {
@@ -93,6 +94,19 @@ func TestEtcdDowngradeCommands(t *testing.T) {
 			t.Errorf("a refused downgrade %s left a downgrade to %s enabled", strings.Join(args, " "), r.Downgrade)
 		}
 	}
+
+	// clusterVersion waits until status shows the cluster version want
+	// (etcd's leader moves it a few seconds after a change).
+	clusterVersion := func(want string) {
+		t.Helper()
+		harness.Eventually(t, 30*time.Second, "status shows cluster version "+want, func() error {
+			if r, _, _ := statusJSON(t, c, 1); r.ClusterVersion != want+".0" {
+				return errorf("cluster version %q", r.ClusterVersion)
+			}
+			return nil
+		})
+	}
+	clusterVersion(own)
 
 	expectDowngradeRefused(fmt.Sprintf("the cluster runs etcd %s, and etcd downgrades one minor at a time: the target must be %s", own, lower), "validate", skipped)
 	expectDowngradeRefused("want a version MAJOR.MINOR", "enable", "latest")
@@ -118,6 +132,7 @@ func TestEtcdDowngradeCommands(t *testing.T) {
 		}
 		return nil
 	})
+	clusterVersion(lower)
 	if _, stderr, code := downgrade("enable", lower); code != 1 || !strings.Contains(stderr, "a downgrade to "+lower+" is enabled already") {
 		t.Errorf("a second enable: exit %d, stderr %q; want it refused", code, stderr)
 	}
@@ -131,6 +146,8 @@ func TestEtcdDowngradeCommands(t *testing.T) {
 	if out, stderr, code := downgrade("cancel"); code != 0 || !strings.Contains(out, "no downgrade is enabled") {
 		t.Errorf("a cancel with none enabled: exit %d: %s%s", code, out, stderr)
 	}
+	// Every member runs the newer minor: etcd moves the version back.
+	clusterVersion(own)
 	// The cluster goes on: writes work, every member is still there.
 	if err := c.Expect(cli, 1, 2, 3); err != nil {
 		t.Error(err)

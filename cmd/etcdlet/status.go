@@ -34,7 +34,8 @@ role (leader, voter, learner), health, DB size, applied raft index and
 whether it matches the list (yes; no: a member that will leave; missing: a
 listed address that is not a member yet; conflict), and its etcd version
 (with its data's storage version when that is of another minor, during an
-upgrade or a downgrade; a downgrade enabled through etcd's API adds a
+upgrade or a downgrade), and the cluster version (the lowest minor the
+members run; a downgrade enabled through etcd's API lowers it, and adds a
 line). Then the plan: the next
 membership change, and the changes that wait and why; endpoints that answer
 for another cluster; a list refused because it would orphan the cluster;
@@ -144,6 +145,9 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 		if report.Converged || !time.Now().Before(deadline) {
 			if cfg.Members.Source == config.SourceCluster {
 				report.ClusterList = clusterListLine(ctx, cfg, inspector)
+			}
+			if report.Reached {
+				report.ClusterVersion = inspector.ClusterVersion(ctx, snap.View)
 			}
 			if !report.Reached && snap.ListOK {
 				report.Data = inspector.ListedData(ctx, snap)

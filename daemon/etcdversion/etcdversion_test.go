@@ -1,6 +1,7 @@
 package etcdversion
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 )
@@ -82,6 +83,49 @@ func TestCheckMember(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			err := CheckMember(tt.server, tt.cluster)
+			switch {
+			case tt.refused == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tt.refused != "" && (err == nil || !strings.Contains(err.Error(), tt.refused)):
+				t.Fatalf("got %v, want a refusal with %q", err, tt.refused)
+			}
+		})
+	}
+}
+
+func TestCheckPatchFloor(t *testing.T) {
+	v36, v37 := Minor{3, 6}, Minor{3, 7}
+	run := func(versions ...string) []RunningVersion {
+		var out []RunningVersion
+		for i, v := range versions {
+			out = append(out, RunningVersion{Member: fmt.Sprintf("etcd-main-192.0.2.%d", i+1), Version: v})
+		}
+		return out
+	}
+	tests := []struct {
+		name    string
+		server  Minor
+		running []RunningVersion
+		refused string
+	}{
+		{"3.5 members at the floor", v36, run("3.5.26", "3.5.30"), ""},
+		{"a 3.5 member below the floor", v36, run("3.5.26", "3.5.21"),
+			"etcd 3.6 does not start beside member etcd-main-192.0.2.2, which runs etcd 3.5.21: a rolling upgrade to 3.6 needs every 3.5 member at 3.5.26 or later first"},
+		{"the advisory is named", v36, run("3.5.19"), "zombie members"},
+		{"halfway: members of both minors", v36, run("3.6.16", "3.5.26"), ""},
+		// Refusing more members of the new minor would only cost members.
+		{"under way already, below the floor", v37, run("3.7.3", "3.6.10"), ""},
+		{"3.6 members below 3.7's floor", v37, run("3.6.16", "3.6.10"), "needs every 3.6 member at 3.6.11 or later first"},
+		{"3.6 members at 3.7's floor", v37, run("3.6.11", "3.6.16"), ""},
+		{"a patch upgrade within a minor has no floor", v36, run("3.6.1"), ""},
+		{"a tag's suffix", v36, run("v3.5.21-0"), "3.5.21"},
+		{"versions not known", v36, run("", "3.5"), ""},
+		{"the server's version not known", Minor{}, run("3.5.1"), ""},
+		{"a minor etcd names no floor for", Minor{3, 9}, run("3.8.0"), ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := CheckPatchFloor(tt.server, tt.running)
 			switch {
 			case tt.refused == "" && err != nil:
 				t.Fatalf("refused: %v", err)

@@ -272,8 +272,10 @@ func (n *Node) dataProblem(s *Snapshot) localmember.Problem {
 // versionProblem says why the local member must not start with the etcd
 // version it would run: the cluster version its data recorded, or else
 // the lowest server version of the cluster's members (a join), is above
-// that version or more than one minor below it. etcd itself would stop
-// the member at once, and say less.
+// that version or more than one minor below it (etcd itself would stop
+// the member at once, and say less); or it would be the first of a minor
+// upgrade beside members of the older minor below that minor's patch
+// floor (etcd would start it, and the upgrade could strand the cluster).
 func (n *Node) versionProblem(s *Snapshot) localmember.Problem {
 	server := n.Settings.EtcdVersion
 	if server.IsZero() || s.Runtime.Running {
@@ -297,6 +299,15 @@ func (n *Node) versionProblem(s *Snapshot) localmember.Problem {
 	}
 	if err := etcdversion.CheckMember(server, cluster); err != nil {
 		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: fmt.Sprintf("not starting the local member (%s is %s): %v", from, cluster, err)}
+	}
+	if s.View.Reached {
+		var running []etcdversion.RunningVersion
+		for _, m := range s.View.Members {
+			running = append(running, etcdversion.RunningVersion{Member: m.Name, Version: m.Health.Version})
+		}
+		if err := etcdversion.CheckPatchFloor(server, running); err != nil {
+			return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: "not starting the local member: " + err.Error()}
+		}
 	}
 	return localmember.Problem{}
 }

@@ -53,7 +53,11 @@ func TestVersionProblem(t *testing.T) {
 		{name: "data that recorded etcd's placeholder", server: v37, data: wal, recorded: "3.0.0"},
 		{name: "a join to members of a later minor", server: v37, view: members("3.8.1", "3.8.1"),
 			refused: "the lowest etcd version of the cluster's members is 3.8"},
-		{name: "a join in the middle of an upgrade", server: v37, view: members("3.7.3", "3.6.5", "")},
+		{name: "a join in the middle of an upgrade", server: v37, view: members("3.7.3", "3.6.11", "")},
+		{name: "a restart on data of the minor before, beside members below its patch floor", server: v37, data: wal, recorded: "3.6.0",
+			view: members("3.6.16", "3.6.5", ""), refused: "a rolling upgrade to 3.7 needs every 3.6 member at 3.6.11 or later first"},
+		{name: "the first join of a minor upgrade, beside members below the patch floor", server: v37, view: members("3.6.16", "3.6.5"), refused: "which runs etcd 3.6.5"},
+		{name: "a join once the upgrade is under way", server: v37, view: members("3.7.3", "3.6.5")},
 		{name: "a running member is left alone", server: v37, data: wal, recorded: "3.8.0", running: true},
 		{name: "an image whose version is not known", data: wal, recorded: "3.8.0"},
 	}

@@ -61,6 +61,10 @@ type Report struct {
 	// advanced first, asked when the cluster does not answer with quorum:
 	// the evidence for choosing the survivor to recover from.
 	Data []consent.DataReport `json:"data,omitempty"`
+	// ClusterVersion is the cluster version, as a member's /version
+	// reports it: the lowest minor its members run, or the target of a
+	// downgrade enabled. Empty when not asked (no quorum) or not known.
+	ClusterVersion string `json:"clusterVersion,omitempty"`
 	// Downgrade is the target version of a downgrade enabled in the
 	// cluster (etcd's downgrade API, 3.6 and later), as its members report
 	// it; empty when none is.
@@ -347,6 +351,9 @@ func WriteTable(w io.Writer, r Report) error {
 		if m.Problem != "" {
 			fmt.Fprintf(w, "unhealthy: %s: %s\n", m.Name, m.Problem)
 		}
+	}
+	if r.ClusterVersion != "" {
+		fmt.Fprintf(w, "cluster version: %s\n", r.ClusterVersion)
 	}
 	if r.Downgrade != "" {
 		fmt.Fprintf(w, "downgrade: enabled, to %s (etcd's downgrade API): it ends when every member runs that version\n", r.Downgrade)
