@@ -102,6 +102,13 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	} else if resumed {
 		log.Warn("finished a two-node failover that was interrupted: the forced copy of the member's data is in place", "dataDir", cfg.Etcd.DataDir)
 	}
+	// So is a restore or a recovery interrupted after its data dir was
+	// complete: the node must not start without data, nor on the old.
+	if resumed, moved, err := restore.ResumeRestored(restore.SettingsFrom(cfg), time.Now()); err != nil {
+		return nil, fmt.Errorf("finish an interrupted restore: %w", err)
+	} else if resumed {
+		log.Warn("finished a restore that was interrupted: the restored data dir is in place and the agent pinned to its cluster", "dataDir", cfg.Etcd.DataDir, "movedAside", moved)
+	}
 	c, err := connect(cfg, log)
 	if err != nil {
 		return nil, err

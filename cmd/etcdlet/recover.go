@@ -70,6 +70,9 @@ again: replace it in the member list, or clear it with etcdlet restore
 				return err
 			}
 			settings := restore.SettingsFrom(cfg)
+			if done, err := finishInterruptedRestore(cmd, settings, time.Now()); done || err != nil {
+				return err
+			}
 			self, _, err := restore.Self(settings, nodeaddr.Detect)
 			if err != nil {
 				return err

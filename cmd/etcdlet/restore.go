@@ -64,6 +64,9 @@ confirmation unless --yes.`,
 			out := cmd.OutOrStdout()
 			now := time.Now()
 			settings := restore.SettingsFrom(cfg)
+			if done, err := finishInterruptedRestore(cmd, settings, now); done || err != nil {
+				return err
+			}
 			if rejoin {
 				if !yes && !confirm(cmd, fmt.Sprintf("move %s aside and make this node join the restored cluster as a new member?", cfg.Etcd.DataDir)) {
 					return fmt.Errorf("not confirmed")
@@ -126,6 +129,26 @@ confirmation unless --yes.`,
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().Int64Var(&bump, "bump-revision", restore.DefaultBump, "add this to the restored revision and mark it compacted, so that watching clients never see it go backwards; 0: keep the snapshots' revision")
 	return cmd
+}
+
+// finishInterruptedRestore finishes a restore or a recovery that a crash
+// interrupted once its data dir was complete (restore.ResumeRestored),
+// and says so; done is true when it did: the command asked for then does
+// nothing more, and the operator looks again.
+func finishInterruptedRestore(cmd *cobra.Command, s restore.Settings, now time.Time) (done bool, err error) {
+	resumed, moved, err := restore.ResumeRestored(s, now)
+	if err != nil {
+		return false, fmt.Errorf("finish the restore that was interrupted: %w", err)
+	}
+	if resumed {
+		old := moved
+		if old == "" {
+			old = s.DataDir + ".etcdlet-moved-<time> if it had data (moved aside before the interruption)"
+		}
+		fmt.Fprintf(cmd.OutOrStdout(), "finished a restore (or recovery) that was interrupted: the restored data dir is in place at %s, the old one at %s (kept), and the agent is pinned to the restored cluster; nothing else was done: start etcdlet here, or run the command again\n",
+			s.DataDir, old)
+	}
+	return resumed, nil
 }
 
 func orNothing(moved string) string {

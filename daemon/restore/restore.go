@@ -135,16 +135,24 @@ func Prepare(ctx context.Context, s Settings, store snapshot.Store, self identit
 	return Plan{Self: self, Full: full, Deltas: deltas, DataDir: s.DataDir, Bump: bump}, nil
 }
 
+// stagingSuffix names the dir beside the data dir that a restore builds
+// the restored data dir in.
+const stagingSuffix = ".etcdlet-restore"
+
 // Run restores the plan: the snapshots into a new data dir beside the old
 // one, then the old data dir moved aside and the new one put in its place,
 // then the agent's state pinned to the new cluster. Every step leaves
 // something a repeated run can start from: a crash before the swap leaves
-// the old data in place, one after it leaves the old data moved aside. It
+// the old data in place, one after it leaves the old data moved aside, and
+// one in between the complete restored dir, marked so (ResumeRestored). It
 // returns where the old data dir went and the restored revision, the bump
 // included.
 func Run(ctx context.Context, s Settings, store snapshot.Store, p Plan, log *slog.Logger, now time.Time) (moved string, revision int64, err error) {
-	staging := filepath.Clean(p.DataDir) + ".etcdlet-restore"
-	if err := os.RemoveAll(staging); err != nil { // only ever a restore's own half-built dir
+	staging := filepath.Clean(p.DataDir) + stagingSuffix
+	if _, err := os.Stat(filepath.Clean(p.DataDir) + restoredSuffix); err == nil {
+		return "", 0, fmt.Errorf("%s holds a complete restored data dir that an interrupted restore left: it is put in place first (etcdlet restore and recover do so, and so does the agent at its start)", staging)
+	}
+	if err := os.RemoveAll(staging); err != nil { // only ever a restore's own half-built dir, not marked complete
 		return "", 0, fmt.Errorf("remove the half-built %s of an earlier restore: %w", staging, err)
 	}
 	revision, err = snapshot.Restore(ctx, snapshot.RestoreOptions{Store: store, Full: p.Full, Deltas: p.Deltas, DataDir: staging,
@@ -153,62 +161,8 @@ func Run(ctx context.Context, s Settings, store snapshot.Store, p Plan, log *slo
 	if err != nil {
 		return "", 0, err
 	}
-	moved, err = swapRestored(s, p, staging, now)
+	moved, err = swapRestored(s, p.DataDir, p.Self, staging, now)
 	return moved, revision, err
-}
-
-// swapRestored moves the old data dir aside, puts the restored one in its
-// place and pins the agent's state to the restored cluster.
-func swapRestored(s Settings, p Plan, staging string, now time.Time) (moved string, err error) {
-	if moved, err = datadir.MoveAside(p.DataDir, now); err != nil {
-		return "", err
-	}
-	if err := swapIn(staging, p.DataDir); err != nil {
-		return moved, err
-	}
-	id, err := datadir.ReadIdentity(p.DataDir)
-	if err != nil {
-		return moved, fmt.Errorf("read the restored member's identity: %w", err)
-	}
-	store2 := state.Store{Dir: s.StateDir}
-	st, err := store2.Load()
-	if err != nil {
-		return moved, err
-	}
-	// The node now belongs to the restored cluster, as its only member;
-	// the agent adds the other listed nodes as learners once they are
-	// cleared (Rejoin).
-	st.SelfAddress = p.Self.IP.String()
-	st.MemberID = fmt.Sprintf("%x", id.MemberID)
-	st.ClusterID = fmt.Sprintf("%x", id.ClusterID)
-	st.WasMember = true
-	st.InitialCluster = p.Self.Name + "=" + p.Self.PeerURL
-	st.InitialClusterState = "new"
-	st.Tombstones, st.Bootstrap, st.Seen = nil, nil, nil
-	if err := store2.Save(st); err != nil {
-		return moved, err
-	}
-	// A promise not to start the old member, made to a recovery that the
-	// operator then named gone, binds nothing on the new cluster.
-	return moved, store2.SaveRetirement(nil)
-}
-
-// swapIn puts the restored dir in place of the data dir; when the data dir
-// is a mount point (it stays, emptied by MoveAside), its contents.
-func swapIn(staging, dataDir string) error {
-	if _, err := os.Stat(dataDir); errors.Is(err, os.ErrNotExist) {
-		return os.Rename(staging, dataDir)
-	}
-	entries, err := os.ReadDir(staging)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		if err := os.Rename(filepath.Join(staging, e.Name()), filepath.Join(dataDir, e.Name())); err != nil {
-			return fmt.Errorf("move the restored %s into %s: %w", e.Name(), dataDir, err)
-		}
-	}
-	return os.Remove(staging)
 }
 
 // Rejoin clears a node that is not the restored one: its data dir is
