@@ -187,6 +187,12 @@ type Plan struct {
 // Converged is true when nothing is to be done or waits.
 func (p Plan) Converged() bool { return p.Next == nil && len(p.Waiting) == 0 }
 
+// WaitsFor reports whether the plan waits for reason, for the member named
+// name when name is not empty.
+func (p Plan) WaitsFor(reason WaitReason, name string) bool {
+	return slices.ContainsFunc(p.Waiting, func(w Wait) bool { return w.Reason == reason && (name == "" || w.Name == name) })
+}
+
 // MakePlan decides the next membership change. Its order encodes the
 // safety rules of docs/membership.md:
 //

@@ -210,15 +210,10 @@ func (r *Reconciler) promoteAdded(ctx context.Context, w Writer, desired []ident
 			}
 			return
 		}
-		if !waitsFor(plan, WaitLearnerNotStarted) || !r.Policy.Pause(ctx, r.Policy.InitialBackoff) {
+		if !plan.WaitsFor(WaitLearnerNotStarted, "") || !r.Policy.Pause(ctx, r.Policy.InitialBackoff) {
 			return
 		}
 	}
-}
-
-// waitsFor reports whether the plan waits for reason.
-func waitsFor(p Plan, reason WaitReason) bool {
-	return slices.ContainsFunc(p.Waiting, func(w Wait) bool { return w.Reason == reason })
 }
 
 // leaderLock is the stand-in for the writer lock while the cluster is out

@@ -2,7 +2,6 @@ package membership_test
 
 import (
 	"context"
-	"io"
 	"log/slog"
 	"net"
 	"net/netip"
@@ -45,23 +44,32 @@ func (r *replyLost) MemberRemove(ctx context.Context, endpoint string, id uint64
 	return err
 }
 
+// testReconciler is a Reconciler with the agents' policy and a quiet log
+// on a pool of its own, and that pool and the reconciler's session
+// locker; both close with the test.
+func testReconciler(t *testing.T) (*membership.Reconciler, *etcdclient.Pool, *etcdclient.SessionLocker) {
+	t.Helper()
+	pool, err := etcdclient.NewPool(config.TLSFiles{}, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	locker := &etcdclient.SessionLocker{Pool: pool, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
+	t.Cleanup(locker.Close)
+	r := &membership.Reconciler{Cluster: pool, Locker: locker, Observer: &membership.Observer{Cluster: pool, Timeout: 2 * time.Second},
+		Log: slog.New(slog.DiscardHandler), Policy: node.DefaultPolicy(2 * time.Second), Section: 11 * time.Second, LearnerTimeout: time.Minute}
+	return r, pool, locker
+}
+
 // A removal whose reply is lost after it applied is retried, the retry
 // finds it done, and the change counts as made once; the writer lock is
 // free afterwards.
 func TestARemovalWhoseReplyIsLostIsMadeOnce(t *testing.T) {
 	members := etcdtest.Start(t, 3)
-	pool, err := etcdclient.NewPool(config.TLSFiles{}, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
+	r, pool, locker := testReconciler(t)
 	cluster := &replyLost{Cluster: pool}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	observer := &membership.Observer{Cluster: cluster, Timeout: 2 * time.Second}
-	locker := &etcdclient.SessionLocker{Pool: pool, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
-	defer locker.Close()
-	r := &membership.Reconciler{Cluster: cluster, Locker: locker, Observer: observer, Log: quiet,
-		Policy: node.DefaultPolicy(2 * time.Second), Section: 11 * time.Second, LearnerTimeout: time.Minute}
+	r.Cluster, r.Observer.Cluster = cluster, cluster
+	observer := r.Observer
 	var desired []identity.Member
 	for _, m := range members[:2] {
 		desired = append(desired, identity.Member{IP: netip.MustParseAddr("127.0.0.1"), Name: m.Name, PeerURL: m.PeerURL, ClientURL: m.ClientURL})
@@ -114,34 +122,25 @@ func TestALearnerIsPromotedByTheWriterThatAddedIt(t *testing.T) {
 	spec := etcdtest.SingleSpec(t)
 	spec.Name, spec.InitialClusterState = "m1", runtime.StateExisting
 	spec.InitialCluster = members[0].Name + "=" + members[0].PeerURL + "," + spec.Name + "=" + spec.AdvertisePeerURL
-	pool, err := etcdclient.NewPool(config.TLSFiles{}, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	observer := &membership.Observer{Cluster: pool, Timeout: 2 * time.Second}
-	locker := &etcdclient.SessionLocker{Pool: pool, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
-	defer locker.Close()
+	r, _, locker := testReconciler(t)
+	observer := r.Observer
 	var mu sync.Mutex
 	var changes []string
 	started := make(chan error, 1)
-	r := &membership.Reconciler{Cluster: pool, Locker: locker, Observer: observer, Log: quiet,
-		Policy: node.DefaultPolicy(2 * time.Second), Section: 11 * time.Second, LearnerTimeout: time.Minute,
-		OnChange: func(a membership.Action, res etcdclient.Result) {
-			mu.Lock()
-			changes = append(changes, string(a.Kind)+" "+string(res.Outcome))
-			mu.Unlock()
-			if a.Kind == membership.ActionAddLearner && res.Outcome == etcdclient.Done {
-				go func() {
-					e, err := embedded.Start(spec, quiet)
-					if err == nil {
-						t.Cleanup(e.Close)
-					}
-					started <- err
-				}()
-			}
-		}}
+	r.OnChange = func(a membership.Action, res etcdclient.Result) {
+		mu.Lock()
+		changes = append(changes, string(a.Kind)+" "+string(res.Outcome))
+		mu.Unlock()
+		if a.Kind == membership.ActionAddLearner && res.Outcome == etcdclient.Done {
+			go func() {
+				e, err := embedded.Start(spec, r.Log)
+				if err == nil {
+					t.Cleanup(e.Close)
+				}
+				started <- err
+			}()
+		}
+	}
 	desired := []identity.Member{
 		{IP: netip.MustParseAddr("127.0.0.1"), Name: members[0].Name, PeerURL: members[0].PeerURL, ClientURL: members[0].ClientURL},
 		{IP: netip.MustParseAddr("127.0.0.1"), Name: spec.Name, PeerURL: spec.AdvertisePeerURL, ClientURL: spec.AdvertiseClientURL},
@@ -256,18 +255,10 @@ func TestALearnerStillCopyingTheKeyspaceIsWaitedForWithoutTheLock(t *testing.T) 
 	}
 	clientURL := "http://" + closed.Addr().String()
 	closed.Close() // nothing serves the learner's client port
-	pool, err := etcdclient.NewPool(config.TLSFiles{}, 2*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pool.Close()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	observer := &membership.Observer{Cluster: pool, Timeout: 2 * time.Second}
-	session := &etcdclient.SessionLocker{Pool: pool, TTL: 15 * time.Second, CallTimeout: 2 * time.Second}
-	defer session.Close()
+	r, _, session := testReconciler(t)
+	observer := r.Observer
 	locker := &countingLocker{Locker: session}
-	r := &membership.Reconciler{Cluster: pool, Locker: locker, Observer: observer, Log: quiet,
-		Policy: node.DefaultPolicy(2 * time.Second), Section: 11 * time.Second, LearnerTimeout: time.Minute}
+	r.Locker = locker
 	desired := []identity.Member{
 		{IP: netip.MustParseAddr("127.0.0.1"), Name: members[0].Name, PeerURL: members[0].PeerURL, ClientURL: members[0].ClientURL},
 		{IP: netip.MustParseAddr("127.0.0.1"), Name: "copying", PeerURL: "http://" + peer.Addr().String(), ClientURL: clientURL},

@@ -2,7 +2,6 @@ package node
 
 import (
 	"context"
-	"slices"
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
@@ -22,7 +21,7 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 	}
 	res, err := n.writer.Step(ctx, s.Desired, s.View, stale, n.localMemberID(&s), n.listState(s))
 	n.recordPlan(res.Plan)
-	n.watchLists(ctx, err == nil && waitsFor(res.Plan, membership.WaitListsDisagree))
+	n.watchLists(ctx, err == nil && res.Plan.WaitsFor(membership.WaitListsDisagree, ""))
 	interval := n.Settings.ReconcileInterval
 	switch {
 	case err != nil:
@@ -47,27 +46,27 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		return catchUpRetry, false
 	case res.Acted != nil:
 		return n.settle(), false
-	case waitsFor(res.Plan, membership.WaitLearnerNotStarted):
+	case res.Plan.WaitsFor(membership.WaitLearnerNotStarted, ""):
 		return n.settle(), true
-	case catchingUp(res.Plan, s.Self.Name):
+	case res.Plan.WaitsFor(membership.WaitLearnerCatchingUp, s.Self.Name):
 		// This node's learner copies the keyspace: its agent looks at a
 		// short steady pace (a look takes no lock and writes nothing)
 		// and promotes it the moment it serves clients, whatever the
 		// size.
 		return catchUpRetry, true
-	case waitsFor(res.Plan, membership.WaitLearnerCatchingUp):
+	case res.Plan.WaitsFor(membership.WaitLearnerCatchingUp, ""):
 		// Another node's learner: soon after a short copy, backing off
 		// for a long one (its own agent promotes it; this one may make
 		// the next change once it is a voter).
 		return n.settle(), true
-	case waitsFor(res.Plan, membership.WaitListsDisagree):
+	case res.Plan.WaitsFor(membership.WaitListsDisagree, ""):
 		// A list change on its way to the hosts: the others post theirs
 		// within their next pass, and the watch of the lists wakes this
 		// agent when they do. Looking again soon anyway covers a watch
 		// that failed; a disagreement that lasts backs off to the
 		// reconcile interval.
 		return n.settle(), true
-	case waitsFor(res.Plan, membership.WaitListSettling):
+	case res.Plan.WaitsFor(membership.WaitListSettling, ""):
 		// The removal is due the moment the list has held long enough.
 		return max(n.Settings.RemovalHoldDown-n.Now().Sub(n.listInForce), 10*time.Millisecond), true
 	}
@@ -79,14 +78,6 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 // reason is tried again (a pass that observes, takes the writer lock and
 // tries for a few seconds itself).
 const catchUpRetry = 100 * time.Millisecond
-
-// catchingUp reports whether the plan waits for the learner named self to
-// copy the keyspace.
-func catchingUp(p membership.Plan, self string) bool {
-	return slices.ContainsFunc(p.Waiting, func(w membership.Wait) bool {
-		return w.Reason == membership.WaitLearnerCatchingUp && w.Name == self
-	})
-}
 
 // changed counts a membership call and wakes the agent of the node the
 // change concerns, so that a node added as a learner starts its member at
@@ -115,13 +106,4 @@ func (n *Node) callFailed(op etcdclient.Op, outcome etcdclient.Outcome) {
 	if m := n.Metrics; m != nil {
 		m.EtcdCallErrors.WithLabelValues(string(op), string(outcome)).Inc()
 	}
-}
-
-func waitsFor(p membership.Plan, reason membership.WaitReason) bool {
-	for _, w := range p.Waiting {
-		if w.Reason == reason {
-			return true
-		}
-	}
-	return false
 }
