@@ -93,11 +93,11 @@ func (o Operator) lookForDowngrade(ctx context.Context, action DowngradeAction, 
 // enable. The cluster version is the lowest of the members' versions;
 // etcd downgrades it one minor at a time.
 func checkDowngrade(members []membership.Member, action DowngradeAction, to etcdversion.Minor) error {
+	if d := downgradeEnabled(members); d != "" {
+		return fmt.Errorf("a downgrade to %s is enabled already; etcdlet etcd downgrade cancel ends it", d)
+	}
 	var versions []string
 	for _, m := range members {
-		if d := m.Health.DowngradeTarget; d != "" {
-			return fmt.Errorf("a downgrade to %s is enabled already (member %s says so); etcdlet etcd downgrade cancel ends it", clusterMinor(d), m)
-		}
 		versions = append(versions, m.Health.Version)
 	}
 	if from, ok := etcdversion.Lowest(versions...); ok && (from.Major != to.Major || from.Minor != to.Minor+1) {
@@ -111,7 +111,8 @@ func checkDowngrade(members []membership.Member, action DowngradeAction, to etcd
 		case m.IsLearner:
 			return fmt.Errorf("member %s is a learner: let it be promoted, or evict it (etcdlet member evict-learner), before the members are restarted one by one on etcd %s", m, to)
 		case !m.Healthy():
-			return fmt.Errorf("member %s is not healthy (%s): each member is restarted in turn on etcd %s, and a restart while another member is down can cost quorum", m, m.Health.Problem+strings.Join(m.Health.Alarms, ", "), to)
+			why := strings.Join(append([]string{m.Health.Problem}, m.Health.Alarms...), ", ")
+			return fmt.Errorf("member %s is not healthy (%s): each member is restarted in turn on etcd %s, and a restart while another member is down can cost quorum", m, strings.TrimPrefix(why, ", "), to)
 		}
 	}
 	return nil
