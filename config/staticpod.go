@@ -13,6 +13,9 @@ import (
 // Defaults of the staticPod and protection sections.
 const (
 	DefaultManifestDir = "/etc/kubernetes/manifests"
+	// DefaultPodName is kubeadm's: its manifest etcd.yaml, its pod
+	// etcd-<node>, which kubeadm itself reads.
+	DefaultPodName = "etcd"
 	// DefaultEtcdImage is the etcd release etcdlet itself is built with.
 	DefaultEtcdImage          = "registry.k8s.io/etcd:3.7.3-0"
 	DefaultImagePullPolicy    = "IfNotPresent"
@@ -26,8 +29,12 @@ const (
 // (etcd.runtime: static-pod; validated whatever the runtime).
 type StaticPod struct {
 	// ManifestDir is the kubelet's staticPodPath; the manifest is
-	// <manifestDir>/etcd.yaml.
-	ManifestDir     string `yaml:"manifestDir"`
+	// <manifestDir>/<podName>.yaml.
+	ManifestDir string `yaml:"manifestDir"`
+	// PodName names the pod (the kubelet's mirror pod is
+	// <podName>-<node name>) and its manifest. A second cluster on the
+	// same hosts (etcdlet@<name>.service) needs a name of its own.
+	PodName         string `yaml:"podName"`
 	Image           string `yaml:"image"`
 	ImagePullPolicy string `yaml:"imagePullPolicy"`
 	// Command is the etcd executable inside the image.
@@ -50,12 +57,22 @@ func (p Protection) On() bool { return p.Enabled == nil || *p.Enabled }
 
 func (s *StaticPod) applyDefaults() {
 	setDefault(&s.ManifestDir, DefaultManifestDir)
+	setDefault(&s.PodName, DefaultPodName)
 	setDefault(&s.Image, DefaultEtcdImage)
 	setDefault(&s.ImagePullPolicy, DefaultImagePullPolicy)
 	setDefault(&s.Command, DefaultEtcdCommand)
 	setDefault(&s.CPURequest, DefaultCPURequest)
 	setDefault(&s.MemoryRequest, DefaultMemoryRequest)
 }
+
+// podNamePattern is a DNS label, as a pod's name must be once the
+// kubelet appended the node's name.
+var podNamePattern = regexp.MustCompile(`^[a-z]([a-z0-9-]*[a-z0-9])?$`)
+
+// maxPodNameLength leaves room in a DNS subdomain (253) for
+// "-<node name>": a node name is a DNS subdomain too, but real ones are
+// short, and kubeadm's "etcd" leaves 248.
+const maxPodNameLength = 63
 
 // imagePattern is a container image reference as the container runtimes
 // parse it (the grammar of github.com/distribution/reference):
@@ -85,6 +102,9 @@ func (c *Config) validateStaticPod(errs *Errors) {
 		case filepath.IsAbs(c.Etcd.DataDir) && nested(c.Etcd.DataDir, s.ManifestDir):
 			errs.add("staticPod.manifestDir", s.ManifestDir, "must not be inside etcd.dataDir (%s): the data dir is moved aside as a unit, and the kubelet's manifests would go with it", c.Etcd.DataDir)
 		}
+	}
+	if !podNamePattern.MatchString(s.PodName) || len(s.PodName) > maxPodNameLength {
+		errs.add("staticPod.podName", s.PodName, "must be lower-case letters, digits and '-', starting with a letter and ending with a letter or digit, at most %d characters (the kubelet appends -<node name>)", maxPodNameLength)
 	}
 	if !imagePattern.MatchString(s.Image) {
 		errs.add("staticPod.image", s.Image, "must be a container image reference, [host[:port]/]lower-case/path[:tag][@digest], e.g. %s", DefaultEtcdImage)

@@ -119,7 +119,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 		pool.Close()
 		return nil, err
 	}
-	m := metrics.New()
+	m := metrics.New(cfg.Cluster.Name)
 	m.SetBuildInfo(version)
 	a := &Agent{cfg: cfg, log: log, version: version, pool: pool, metrics: m, peerTLS: peerTLS,
 		reloads: make(chan reloadRequest), fresh: make(chan struct{}, 1), wakes: consent.NewWakes(consent.WakeInterval)}

@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/netip"
 	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"sync"
@@ -21,7 +20,6 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/node"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
-	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod/manifest"
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
@@ -222,7 +220,7 @@ type probedRuntime struct{ cfg *config.Config }
 
 func (p probedRuntime) Status() runtime.Status {
 	if p.cfg.Etcd.Runtime == config.RuntimeStaticPod {
-		_, err := os.Stat(filepath.Join(p.cfg.StaticPod.ManifestDir, manifest.ManifestFile))
+		_, err := os.Stat(p.cfg.StaticPod.ManifestPath())
 		return runtime.Status{Running: err == nil}
 	}
 	inUse, _ := datadir.InUse(p.cfg.Etcd.DataDir)

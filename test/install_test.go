@@ -100,11 +100,14 @@ func TestPackageInstallUnderSystemd(t *testing.T) {
 			t.Errorf("in a chroot: the .rpm's %s scriptlet with %s: %v\n%s", s.tag, s.arg, err, out)
 		}
 	}
-	// Only the removals (dpkg -r, rpm's %preun 0) disable the unit, which
-	// systemctl does on files alone; nothing is reloaded, started or stopped.
+	// Only the removals (dpkg -r, rpm's %preun 0) disable the units, which
+	// systemctl does on files alone, and the upgrade (rpm's %post 2) asks
+	// whether etcdlet.service is enabled; nothing is reloaded, started or
+	// stopped.
+	disable := "--no-reload disable etcdlet.service etcdlet@.service"
 	if calls := strings.Split(strings.TrimSpace(h.read("/root/systemctl.log")), "\n"); !slices.Equal(calls,
-		[]string{"--no-reload disable etcdlet.service", "--no-reload disable etcdlet.service"}) {
-		t.Errorf("without systemd, the scripts ran systemctl %q; want only the two disables of the removals", calls)
+		[]string{disable, "--quiet is-enabled etcdlet.service", disable}) {
+		t.Errorf("without systemd, the scripts ran systemctl %q; want only the two disables of the removals and the upgrade's question", calls)
 	}
 	for _, p := range []string{"/usr/local/sbin/systemctl", "/root/systemctl.log", "/root/scriptlet"} {
 		if err := os.Remove(h.file(p)); err != nil {
@@ -116,6 +119,7 @@ func TestPackageInstallUnderSystemd(t *testing.T) {
 			t.Errorf("in a chroot: %s is still there after dpkg -P", p)
 		}
 	}
+	checkUpgradeJoinsTarget(t, h)
 
 	// A running kubelet stand-in: systemd keeps it loaded, so its drop-ins
 	// change only with a daemon-reload, which shows that the package ran one.
@@ -158,8 +162,9 @@ func TestPackageInstallUnderSystemd(t *testing.T) {
 	}
 	dropIn := "/usr/lib/systemd/system/kubelet.service.d/10-etcdlet.conf"
 	if s := h.show("kubelet.service", "DropInPaths", "NeedDaemonReload", "After", "Wants"); !strings.Contains(s["DropInPaths"], dropIn) ||
-		s["NeedDaemonReload"] != "no" || !strings.Contains(s["After"], "etcdlet.service") || !strings.Contains(s["Wants"], "etcdlet.service") {
-		t.Errorf("after the install systemd sees kubelet.service as %v: want the drop-in %s loaded (a daemon-reload), After= and Wants= etcdlet.service", s, dropIn)
+		s["NeedDaemonReload"] != "no" || !strings.Contains(s["After"], "etcdlet.service") || !strings.Contains(s["After"], "etcdlet.target") ||
+		!strings.Contains(s["Wants"], "etcdlet.target") {
+		t.Errorf("after the install systemd sees kubelet.service as %v: want the drop-in %s loaded (a daemon-reload), After= etcdlet.service and etcdlet.target, Wants= etcdlet.target", s, dropIn)
 	}
 
 	// A one-member cluster on the host's own loopback: the packaged
@@ -336,4 +341,40 @@ func fillPackagedDefault(t *testing.T, addresses string) string {
 		t.Fatal("packaging/config.yaml no longer has the FILL IN fields this test fills in")
 	}
 	return "# edited by the operator\n" + filled
+}
+
+// checkUpgradeJoinsTarget: an etcdlet.service enabled by a package older
+// than etcdlet.target is linked from multi-user.target only; the upgrade
+// enables it again, into etcdlet.target, which the kubelet waits for, and
+// the removal takes every link away. In a chroot: links only.
+func checkUpgradeJoinsTarget(t *testing.T, h *nspawnHost) {
+	t.Helper()
+	const (
+		oldLink    = "/etc/systemd/system/multi-user.target.wants/etcdlet.service"
+		targetLink = "/etc/systemd/system/etcdlet.target.wants/etcdlet.service"
+	)
+	if out, err := h.chroot("dpkg", "-i", "/root/older.deb"); err != nil {
+		t.Fatalf("in a chroot: dpkg -i: %v\n%s", err, out)
+	}
+	if err := os.MkdirAll(filepath.Dir(h.file(oldLink)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink("/usr/lib/systemd/system/etcdlet.service", h.file(oldLink)); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := h.chroot("dpkg", "-i", "/root/older.deb"); err != nil { // configure <version>: an upgrade
+		t.Fatalf("in a chroot: dpkg -i again: %v\n%s", err, out)
+	}
+	if !h.exists(targetLink) || !h.exists(oldLink) {
+		t.Errorf("in a chroot: after the upgrade of an etcdlet.service enabled before etcdlet.target, %s exists %v, %s exists %v; want both",
+			oldLink, h.exists(oldLink), targetLink, h.exists(targetLink))
+	}
+	if out, err := h.chroot("dpkg", "-P", "etcdlet"); err != nil {
+		t.Fatalf("in a chroot: dpkg -P: %v\n%s", err, out)
+	}
+	for _, link := range []string{oldLink, targetLink} {
+		if _, err := os.Lstat(h.file(link)); err == nil {
+			t.Errorf("in a chroot: %s is still there after dpkg -P", link)
+		}
+	}
 }

@@ -291,9 +291,11 @@ func (h *nspawnHost) show(unit string, props ...string) map[string]string {
 	return m
 }
 
-// journal is etcdlet's journal in the host, for failure messages.
+// journal is the journal of the host's etcdlet units (etcdlet.service and
+// any etcdlet@<name>.service, whose lines carry cluster=<name>), for
+// failure messages.
 func (h *nspawnHost) journal() string {
-	out, _ := h.exec("journalctl", "-u", "etcdlet", "--no-pager", "-n", "40", "-o", "cat")
+	out, _ := h.exec("journalctl", "-u", "etcdlet*", "--no-pager", "-n", "40", "-o", "cat")
 	return out
 }
 

@@ -59,6 +59,8 @@ type packagedFile struct {
 var packagedFiles = []packagedFile{
 	{"/usr/bin/etcdlet", "-rwxr-xr-x"},
 	{"/usr/lib/systemd/system/etcdlet.service", "-rw-r--r--"},
+	{"/usr/lib/systemd/system/etcdlet@.service", "-rw-r--r--"},
+	{"/usr/lib/systemd/system/etcdlet.target", "-rw-r--r--"},
 	{"/usr/lib/systemd/system/kubelet.service.d/10-etcdlet.conf", "-rw-r--r--"},
 	{"/usr/share/etcdlet/kubelet-standalone/20-etcdlet-standalone.conf", "-rw-r--r--"},
 	{"/usr/share/etcdlet/kubelet-standalone/kubelet-standalone.yaml", "-rw-r--r--"},

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod/manifest"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
@@ -24,7 +25,7 @@ func staticPodCluster(t *testing.T, net, n int, extra string) *harness.Cluster {
 }
 
 func manifestPath(c *harness.Cluster, n int) string {
-	return filepath.Join(c.ManifestDir(n), manifest.ManifestFile)
+	return filepath.Join(c.ManifestDir(n), config.DefaultPodName+".yaml")
 }
 
 // Three agents in static-pod mode form a cluster through the manifests

@@ -432,8 +432,25 @@ func (h *sdHost) waitMovedAside(t *testing.T, pattern string) {
 // listed, healthy and voting; at the deadline it shows every host's journal.
 func (h *sdHost) waitVoters(t *testing.T, what string, hosts []*sdHost, ips ...string) {
 	t.Helper()
+	h.waitInstanceVoters(t, mainInstance, what, hosts, ips...)
+}
+
+// unitInstance is one etcdlet of a host: its unit, the arguments that
+// select its configuration, and its cluster's name.
+type unitInstance struct {
+	unit    string
+	args    []string
+	cluster string
+}
+
+// mainInstance is etcdlet.service, reading /etc/etcdlet/config.yaml.
+var mainInstance = unitInstance{"etcdlet.service", nil, "etcd-main"}
+
+// waitInstanceVoters is waitVoters for the agent of instance.
+func (h *sdHost) waitInstanceVoters(t *testing.T, instance unitInstance, what string, hosts []*sdHost, ips ...string) {
+	t.Helper()
 	waitOnUnitHosts(t, 2*time.Minute, what, hosts, func() error {
-		out, err := h.exec("etcdlet", "status", "-o", "json")
+		out, err := h.exec(append([]string{"etcdlet", "status", "-o", "json"}, instance.args...)...)
 		if err != nil {
 			return fmt.Errorf("etcdlet status in host %d: %v: %s", h.n, err, out)
 		}
@@ -446,7 +463,7 @@ func (h *sdHost) waitVoters(t *testing.T, what string, hosts []*sdHost, ips ...s
 		}
 		for _, m := range r.Members {
 			if !slices.Contains(ips, m.IP) || m.InList != "yes" || m.Health != "healthy" ||
-				(m.Role != "voter" && m.Role != "leader") || m.Name != "etcd-main-"+m.IP {
+				(m.Role != "voter" && m.Role != "leader") || m.Name != instance.cluster+"-"+m.IP {
 				return errorf("member %+v is not a healthy listed voter of %v", m, ips)
 			}
 		}

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -73,10 +74,15 @@ man etcdlet-<command>.`,
 	return root
 }
 
-// addConfigFlag adds the --config flag every command shares.
-func addConfigFlag(cmd *cobra.Command, path *string) { addConfigFlagTo(cmd.Flags(), path) }
+// addConfigFlag adds the --config and --instance flags every command
+// shares.
+func addConfigFlag(cmd *cobra.Command, path *string) {
+	addConfigFlagTo(cmd.Flags(), path)
+	cmd.MarkFlagsMutuallyExclusive("config", "instance")
+}
 
 func addConfigFlagTo(flags *pflag.FlagSet, path *string) {
-	flags.StringVarP(path, "config", "c", "/etc/etcdlet/config.yaml",
+	flags.StringVarP(path, "config", "c", filepath.Join(configDir, "config.yaml"),
 		"path of the etcdlet configuration file (YAML; unknown fields are errors)")
+	addInstanceFlag(flags, path)
 }

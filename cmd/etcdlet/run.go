@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/etcdlet/etcdlet/daemon"
+	"github.com/etcdlet/etcdlet/daemon/instancelock"
 	"github.com/etcdlet/etcdlet/daemon/logging"
 )
 
@@ -22,6 +23,11 @@ func newRunCommand() *cobra.Command {
 A members file that is missing or breaks the list rules does not stop the
 agent: it is rejected with its reasons, and the last good list (kept in
 agent.stateDir across restarts) stays in force; with none, the agent waits.
+
+The agent holds agent.stateDir locked while it runs: a second agent on it
+fails at once. One host runs one agent per cluster (etcdlet@<name>.service,
+see etcdlet validate --help); an agent refuses to start beside a running
+one that shares a port, a directory or a member with it.
 
 The agent logs to stderr with log/slog: text (logfmt) on a terminal and on
 the systemd journal, JSON otherwise (agent.logFormat overrides). It serves /metrics (Prometheus), /healthz
@@ -45,7 +51,16 @@ Signals:
 			if err != nil {
 				return err
 			}
+			lock, err := instancelock.Acquire(cfg.Agent.StateDir)
+			if err != nil {
+				return err
+			}
+			defer lock.Release()
+			if err := refuseBesideRunningInstances(path, cfg); err != nil {
+				return err
+			}
 			log, _ := logging.New(os.Stderr, cfg.Agent.LogFormat, cfg.Agent.LogLevel)
+			log = log.With("cluster", cfg.Cluster.Name)
 			agent, err := daemon.New(cfg, log, version)
 			if err != nil {
 				return err

@@ -52,6 +52,7 @@ the wait (Ctrl-C) does not stop the task: 'etcdlet task cancel ID' does.`,
 	cmd.PersistentFlags().DurationVar(&f.timeout, "timeout", 0, "the task's timeout from submission to completion (default: the type's, from the tasks section)")
 	cmd.PersistentFlags().BoolVar(&f.detach, "detach", false, "print the task's ID and return at once instead of waiting")
 	addConfigFlagTo(cmd.PersistentFlags(), &f.path)
+	cmd.MarkFlagsMutuallyExclusive("config", "instance")
 
 	var kind string
 	var final bool

@@ -49,7 +49,16 @@ at 200 characters. Prints a summary and exits 0 otherwise, followed by an
 "INSECURE:" line for each setting that opts out of a security default
 (etcd.insecure, etcd.allowInsecureExtraArgs), and a "WARNING:" line when
 node.address is not set and no single listed address is on this host (a
-host prepared before it is listed: set node.address).`,
+host prepared before it is listed: set node.address).
+
+A host runs one etcdlet per cluster: etcdlet.service reads
+/etc/etcdlet/config.yaml, etcdlet@<name>.service /etc/etcdlet/<name>.yaml
+(--instance <name> selects it). A file that is valid on its own is then
+compared with every other valid *.yaml beside it, and refused when the two
+share a port on an overlapping address, a directory (etcd.dataDir,
+agent.stateDir, the snapshots' directory and prefix), an S3 bucket and
+prefix, a member (the same cluster.name on this host) or a static-pod
+manifest (staticPod.podName).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			problems, cfg, err := validateFile(path)
@@ -101,6 +110,13 @@ func validateFile(path string) (config.Errors, *config.Config, error) {
 	if cfg.Members.Source == config.SourceFile {
 		_, listErrs := cfg.DesiredMembers()
 		problems = append(problems, listErrs...)
+	}
+	if len(problems) == 0 {
+		conflicts, err := instanceConflicts(path, cfg, false)
+		if err != nil {
+			return nil, cfg, err
+		}
+		problems = append(problems, conflicts...)
 	}
 	return problems, cfg, nil
 }

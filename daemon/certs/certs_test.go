@@ -80,7 +80,7 @@ func TestCertWatchRefresh(t *testing.T) {
 	peer := pki.Target{Path: "/pki/etcd/peer.crt", Usage: UsageEtcdPeer}
 	apiserver := pki.Target{Path: "/pki/apiserver-etcd-client.crt", Usage: UsageAPIServerEtcd, Optional: true}
 	files := map[string]*x509.Certificate{}
-	m := metrics.New()
+	m := metrics.New("etcd-main")
 	w := &Watch{targets: []pki.Target{server, peer, apiserver}, metrics: m, log: slog.New(slog.DiscardHandler), now: func() time.Time { return now },
 		read: func(path string) (*x509.Certificate, error) {
 			if c, ok := files[path]; ok {
@@ -140,7 +140,7 @@ func TestCertWatchRefresh(t *testing.T) {
 }
 
 // gathered are the certificate metrics' samples by name and label values
-// ("name/file/usage").
+// ("name/file/usage"), without the cluster label every series carries.
 func gathered(t *testing.T, m *metrics.Metrics) map[string]float64 {
 	t.Helper()
 	mfs, err := m.Registry.Gather()
@@ -155,7 +155,9 @@ func gathered(t *testing.T, m *metrics.Metrics) map[string]float64 {
 		for _, s := range mf.GetMetric() {
 			key := mf.GetName()
 			for _, l := range s.GetLabel() {
-				key += "/" + l.GetValue()
+				if l.GetName() != "cluster" {
+					key += "/" + l.GetValue()
+				}
 			}
 			out[key] = s.GetGauge().GetValue() + s.GetCounter().GetValue()
 		}

@@ -1,6 +1,8 @@
 // Package metrics defines etcdlet's Prometheus metrics on a registry of
 // its own (served on agent.listen at /metrics), so that library defaults
-// do not leak in beside them.
+// do not leak in beside them. Every series carries the label cluster
+// (cluster.name): a host may run one agent per cluster
+// (etcdlet@<name>.service), and their series must not mix.
 package metrics
 
 import (
@@ -14,6 +16,8 @@ import (
 // Metrics are the agent's collectors.
 type Metrics struct {
 	Registry *prometheus.Registry
+	// register adds collectors to Registry, labelled with the cluster.
+	register prometheus.Registerer
 
 	ReconcilePasses   prometheus.Counter
 	ReconcileDuration prometheus.Histogram
@@ -89,11 +93,14 @@ type Metrics struct {
 	PacemakerCondition    *prometheus.GaugeVec
 }
 
-// New registers every collector, plus Go runtime and process collectors.
-func New() *Metrics {
-	r := prometheus.NewRegistry()
+// New registers every collector, plus Go runtime and process collectors,
+// each series labelled cluster=<cluster>.
+func New(cluster string) *Metrics {
+	registry := prometheus.NewRegistry()
+	r := prometheus.WrapRegistererWith(prometheus.Labels{"cluster": cluster}, registry)
 	m := &Metrics{
-		Registry: r,
+		Registry: registry,
+		register: r,
 		ReconcilePasses: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "etcdlet_reconcile_passes_total", Help: "Reconcile passes run."}),
 		ReconcileDuration: prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -201,7 +208,7 @@ func (m *Metrics) SetBuildInfo(version string) {
 		Name: "etcdlet_build_info", Help: "1, labelled with etcdlet's version, the etcd version it embeds and the Go version it was built with."},
 		[]string{"version", "etcd_version", "go_version"})
 	m.BuildInfo.WithLabelValues(version, etcdversion.Version, runtime.Version()).Set(1)
-	m.Registry.MustRegister(m.BuildInfo)
+	m.register.MustRegister(m.BuildInfo)
 }
 
 // CountKubernetesRequests exports calls() as etcdlet_kubernetes_requests_total.
@@ -209,5 +216,5 @@ func (m *Metrics) CountKubernetesRequests(calls func() int64) {
 	m.KubernetesRequests = prometheus.NewCounterFunc(prometheus.CounterOpts{
 		Name: "etcdlet_kubernetes_requests_total", Help: "HTTP requests sent to the Kubernetes API server (reporting, the Etcd resource's watch, Events)."},
 		func() float64 { return float64(calls()) })
-	m.Registry.MustRegister(m.KubernetesRequests)
+	m.register.MustRegister(m.KubernetesRequests)
 }

@@ -40,13 +40,16 @@ var (
 // collector but not registered fails the test.
 func registered(t *testing.T) map[string]family {
 	t.Helper()
-	m := New()
+	m := New("etcd-main")
 	m.CountKubernetesRequests(func() int64 { return 0 })
 	m.SetBuildInfo("test")
 	labels := map[string][]string{}
 	v := reflect.ValueOf(m).Elem()
 	for i := range v.NumField() {
 		f := v.Field(i)
+		if !v.Type().Field(i).IsExported() {
+			continue
+		}
 		c, ok := f.Interface().(prometheus.Collector)
 		if !ok || f.Type() == reflect.TypeFor[*prometheus.Registry]() {
 			continue
@@ -183,7 +186,7 @@ func promtool(t *testing.T) string {
 // in the vectors, by `promtool check metrics`: names, units, help.
 func TestExpositionPassesPromtool(t *testing.T) {
 	bin := promtool(t)
-	m := New()
+	m := New("etcd-main")
 	m.CountKubernetesRequests(func() int64 { return 0 })
 	m.MembershipChanges.WithLabelValues("add-learner", "done")
 	m.EtcdCallErrors.WithLabelValues("promote", "retry")
@@ -195,5 +198,38 @@ func TestExpositionPassesPromtool(t *testing.T) {
 	cmd.Stdin = rec.Body
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Errorf("promtool check metrics: %v\n%s", err, out)
+	}
+}
+
+// TestEverySeriesNamesTheCluster: a host may run one agent per cluster,
+// and a dashboard or an alert tells their series apart by the label
+// cluster, on etcdlet's series and on the Go and process ones alike.
+func TestEverySeriesNamesTheCluster(t *testing.T) {
+	m := New("etcd-events")
+	m.CountKubernetesRequests(func() int64 { return 0 })
+	m.SetBuildInfo("test")
+	m.Members.WithLabelValues("voter").Set(3)
+	gathered, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	prefixes := map[string]bool{}
+	for _, mf := range gathered {
+		prefix, _, _ := strings.Cut(mf.GetName(), "_")
+		prefixes[prefix] = true
+		for _, s := range mf.GetMetric() {
+			labelled := false
+			for _, l := range s.GetLabel() {
+				labelled = labelled || l.GetName() == "cluster" && l.GetValue() == "etcd-events"
+			}
+			if !labelled {
+				t.Errorf("a series of %s has no label cluster=\"etcd-events\": %v", mf.GetName(), s.GetLabel())
+			}
+		}
+	}
+	for _, want := range []string{"etcdlet", "go", "process"} {
+		if !prefixes[want] {
+			t.Errorf("no %s_ series gathered (got %v)", want, prefixes)
+		}
 	}
 }

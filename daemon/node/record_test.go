@@ -12,7 +12,7 @@ import (
 // however its details change; again when it begins anew. Each endpoint
 // answering for another cluster is a refusal of its own.
 func TestRefusalsAreCountedAsTheyBegin(t *testing.T) {
-	m := metrics.New()
+	m := metrics.New("etcd-main")
 	n := &Node{Deps: Deps{Metrics: m}}
 	wait := func(reason string) Snapshot {
 		return Snapshot{Decision: localmember.Decision{Kind: localmember.Wait, Reason: reason, Refusal: localmember.RefuseNoConsent}}
@@ -44,7 +44,11 @@ func TestRefusalsAreCountedAsTheyBegin(t *testing.T) {
 			continue
 		}
 		for _, s := range f.GetMetric() {
-			got[s.GetLabel()[0].GetValue()] = s.GetCounter().GetValue()
+			for _, l := range s.GetLabel() {
+				if l.GetName() == "reason" {
+					got[l.GetValue()] = s.GetCounter().GetValue()
+				}
+			}
 		}
 	}
 	if len(got) != len(want) {

@@ -208,9 +208,28 @@ func (a *Agent) Metric(name string) (float64, error) {
 	sc := bufio.NewScanner(bytes.NewReader(body))
 	for sc.Scan() {
 		fields := strings.Fields(sc.Text())
-		if len(fields) == 2 && fields[0] == name {
+		if len(fields) != 2 || strings.HasPrefix(fields[0], "#") {
+			continue
+		}
+		series, ok := withoutCluster(fields[0], ClusterName)
+		if !ok {
+			return 0, fmt.Errorf("series %s lacks the label cluster=%q", fields[0], ClusterName)
+		}
+		if series == name {
 			return strconv.ParseFloat(fields[1], 64)
 		}
 	}
 	return 0, fmt.Errorf("metric %s not found", name)
+}
+
+// withoutCluster is a series of /metrics without its label
+// cluster="<cluster>", which every series carries, and whether it had it.
+func withoutCluster(series, cluster string) (string, bool) {
+	label := `cluster="` + cluster + `"`
+	for _, cut := range []struct{ form, by string }{{"{" + label + "}", ""}, {label + ",", ""}, {"," + label + "}", "}"}} {
+		if strings.Contains(series, cut.form) {
+			return strings.Replace(series, cut.form, cut.by, 1), true
+		}
+	}
+	return series, false
 }

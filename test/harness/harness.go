@@ -224,8 +224,11 @@ func (c *Cluster) loopback() bool {
 	return true
 }
 
+// ClusterName is every test cluster's cluster.name.
+const ClusterName = "etcd-main"
+
 // Name is agent n's member name.
-func (c *Cluster) Name(n int) string { return "etcd-main-" + c.IP(n) }
+func (c *Cluster) Name(n int) string { return ClusterName + "-" + c.IP(n) }
 
 // ClientURL is agent n's client URL.
 func (c *Cluster) ClientURL(n int) string {
@@ -343,7 +346,7 @@ func (c *Cluster) WriteConfig(n int) {
 		c.t.Fatalf("%v", err)
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "cluster:\n  name: etcd-main\n")
+	fmt.Fprintf(&b, "cluster:\n  name: %s\n", ClusterName)
 	if c.Opts.Replicas > 0 {
 		fmt.Fprintf(&b, "  replicas: %d\n", c.Opts.Replicas)
 	}

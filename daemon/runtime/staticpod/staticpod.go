@@ -45,10 +45,10 @@ type Runtime struct {
 	}
 }
 
-// New returns a static-pod runtime writing <manifestDir>/etcd.yaml.
+// New returns a static-pod runtime writing <manifestDir>/<podName>.yaml.
 func New(cfg config.StaticPod, stateDir string, guard *protect.Guard, log *slog.Logger) *Runtime {
 	return &Runtime{cfg: cfg, guard: guard, log: log, keepDir: filepath.Join(stateDir, "manifests"),
-		path: filepath.Join(cfg.ManifestDir, manifest.ManifestFile)}
+		path: cfg.ManifestPath()}
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)

@@ -27,9 +27,7 @@ import (
 
 // Names and annotations of the manifest.
 const (
-	PodName      = "etcd"
-	Namespace    = "kube-system"
-	ManifestFile = "etcd.yaml"
+	Namespace = "kube-system"
 	// SpecHashAnnotation carries a hash of the rendered pod spec: it
 	// changes exactly when the kubelet will restart etcd.
 	SpecHashAnnotation = "etcdlet.io/spec-hash"
@@ -78,8 +76,12 @@ func Pod(spec runtime.Spec, sp config.StaticPod) (*corev1.Pod, error) {
 	pod := &corev1.Pod{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Pod"},
 		ObjectMeta: metav1.ObjectMeta{
-			Name: PodName, Namespace: Namespace,
-			Labels:      map[string]string{"component": "etcd", "tier": "control-plane"},
+			Name: sp.PodName, Namespace: Namespace,
+			// kubeadm finds the cluster's client endpoints in the pods
+			// labelled component=etcd: only its own cluster's pod, named
+			// etcd, may carry that label (a second cluster's would
+			// add that cluster's endpoints to kubeadm's).
+			Labels:      map[string]string{"component": sp.PodName, "tier": "control-plane"},
 			Annotations: map[string]string{AdvertiseClientURLsAnnotation: spec.AdvertiseClientURL},
 		},
 		Spec: corev1.PodSpec{

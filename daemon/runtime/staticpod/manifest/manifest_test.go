@@ -86,6 +86,16 @@ etcd:
 agent: {stateDir: /var/lib/etcdlet}
 `
 
+// eventsCluster is a second cluster on the same hosts (Gardener's
+// etcd-events, or kubeadm's events split out), with its own pod name,
+// ports and directories: its pod must not look like kubeadm's etcd.
+const eventsCluster = `cluster: {name: etcd-events}
+members: {source: static, addresses: [192.0.2.10, 192.0.2.11, 192.0.2.12]}
+etcd: {runtime: static-pod, dataDir: /var/lib/etcdlet/events/etcd, clientPort: 2383, peerPort: 2384, listenMetricsURL: "http://127.0.0.1:2386", insecure: true}
+staticPod: {podName: etcd-events}
+agent: {stateDir: /var/lib/etcdlet/events/agent}
+`
+
 // specFor is the spec of the member at self, with every configured address
 // in the initial cluster.
 func specFor(t *testing.T, cfg *config.Config, self, state string) runtime.Spec {
@@ -107,6 +117,7 @@ func TestGoldenManifests(t *testing.T) {
 		{"extra-args", extraArgs, "192.0.2.10", runtime.StateNew},
 		{"flat-pki-shared-ca", flatPKI, "192.0.2.11", runtime.StateNew},
 		{"etcd-3.5-image", etcd35, "192.0.2.10", runtime.StateNew},
+		{"second-cluster-pod-name", eventsCluster, "192.0.2.11", runtime.StateExisting},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
