@@ -223,7 +223,7 @@ func (a *Agent) RejectReload(tried string, err error) {
 
 // Run runs the loop until ctx ends, then stops the local member.
 func (a *Agent) Run(ctx context.Context) error {
-	a.log.Info("etcdlet agent starting", "version", a.version, "cluster", a.cfg.Cluster.Name, "runtime", a.cfg.Etcd.Runtime,
+	a.log.Info("etcdlet agent starting", "version", a.version, "runtime", a.cfg.Etcd.Runtime,
 		"dataDir", a.cfg.Etcd.DataDir, "stateDir", a.cfg.Agent.StateDir, "listen", a.listener.Addr().String(),
 		"listenTLS", a.cfg.Agent.ListenTLS.Enabled(), "bootstrap", a.cfg.BootstrapMode())
 	// Every start says so, so that an opt-out never goes unnoticed.

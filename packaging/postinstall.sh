@@ -31,7 +31,7 @@ esac
 # Links only, no running systemd needed.
 if [ "$upgrade" = yes ] && command -v systemctl >/dev/null 2>&1 &&
 	systemctl --quiet is-enabled etcdlet.service 2>/dev/null &&
-	[ ! -e /etc/systemd/system/etcdlet.target.wants/etcdlet.service ]; then
+	[ ! -e /etc/systemd/system/etcdlet.target.requires/etcdlet.service ]; then
 	systemctl --no-reload reenable etcdlet.service >/dev/null 2>&1 ||
 		echo "etcdlet: adding etcdlet.service to etcdlet.target failed: run systemctl reenable etcdlet.service" >&2
 fi

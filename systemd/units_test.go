@@ -84,7 +84,7 @@ func TestUnitsVerify(t *testing.T) {
 	}
 	for _, want := range []string{"Type=notify", "WatchdogSec=", "Restart=on-failure", "Before=kubelet.service",
 		"StateDirectory=etcdlet\n", "StateDirectoryMode=0700", "ReadWritePaths=-/etc/kubernetes/manifests -/var/lib/etcd",
-		"WantedBy=multi-user.target etcdlet.target", "Before=kubelet.service etcdlet.target"} {
+		"RequiredBy=etcdlet.target", "WantedBy=multi-user.target", "Before=kubelet.service etcdlet.target"} {
 		if !strings.Contains(string(unit), want) {
 			t.Errorf("etcdlet.service lacks %s", want)
 		}

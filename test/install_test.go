@@ -351,7 +351,7 @@ func checkUpgradeJoinsTarget(t *testing.T, h *nspawnHost) {
 	t.Helper()
 	const (
 		oldLink    = "/etc/systemd/system/multi-user.target.wants/etcdlet.service"
-		targetLink = "/etc/systemd/system/etcdlet.target.wants/etcdlet.service"
+		targetLink = "/etc/systemd/system/etcdlet.target.requires/etcdlet.service"
 	)
 	if out, err := h.chroot("dpkg", "-i", "/root/older.deb"); err != nil {
 		t.Fatalf("in a chroot: dpkg -i: %v\n%s", err, out)

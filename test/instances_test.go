@@ -103,12 +103,26 @@ func TestInstancesOnSystemdHosts(t *testing.T) {
 	}
 	h1.waitInstanceVoters(t, eventsInstance, "the events cluster is back", hosts, h1.ip, h2.ip, h3.ip)
 
-	// The kubelet waits for every enabled agent (etcdlet.target).
+	// The kubelet starts every enabled agent (etcdlet.target), stopped by
+	// hand here, and waits for each one's READY=1.
+	before := map[string]string{}
+	for _, unit := range []string{mainInstance.unit, eventsInstance.unit} {
+		before[unit] = h1.show(unit, "MainPID")["MainPID"]
+	}
 	h1.must("systemctl", "stop", "kubelet.service", mainInstance.unit, eventsInstance.unit)
 	h1.startKubelet(t, time.Minute)
-	events, kubelet := h1.lastMessage(t, eventsInstance.unit, unitMsgStarted), h1.lastMessage(t, "kubelet.service", unitMsgStarted)
-	if kubelet.seq < events.seq {
-		t.Errorf("host 1: the kubelet started (%+v) before etcdlet@events.service said READY=1 (%+v)", kubelet, events)
+	kubelet := h1.lastMessage(t, "kubelet.service", unitMsgStarted)
+	for _, unit := range []string{mainInstance.unit, eventsInstance.unit} {
+		s := h1.show(unit, "ActiveState", "MainPID")
+		if s["ActiveState"] != "active" || s["MainPID"] == before[unit] {
+			t.Errorf("host 1: after the kubelet's start %s is %v (MainPID %s before the stop): the kubelet did not start it", unit, s, before[unit])
+		}
+		if started := h1.lastMessage(t, unit, unitMsgStarted); kubelet.seq < started.seq {
+			t.Errorf("host 1: the kubelet started (%+v) before %s said READY=1 (%+v)", kubelet, unit, started)
+		}
+	}
+	for _, instance := range []unitInstance{mainInstance, eventsInstance} {
+		h1.waitInstanceVoters(t, instance, "host 1's "+instance.cluster+" member is back after the kubelet's start", hosts, h1.ip, h2.ip, h3.ip)
 	}
 
 	// Removing the package stops both agents and disables both units.

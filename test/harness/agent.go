@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -211,9 +212,9 @@ func (a *Agent) Metric(name string) (float64, error) {
 		if len(fields) != 2 || strings.HasPrefix(fields[0], "#") {
 			continue
 		}
-		series, ok := withoutCluster(fields[0], ClusterName)
+		series, ok := withoutCluster(fields[0])
 		if !ok {
-			return 0, fmt.Errorf("series %s lacks the label cluster=%q", fields[0], ClusterName)
+			return 0, fmt.Errorf("series %s lacks the label cluster", fields[0])
 		}
 		if series == name {
 			return strconv.ParseFloat(fields[1], 64)
@@ -223,13 +224,24 @@ func (a *Agent) Metric(name string) (float64, error) {
 }
 
 // withoutCluster is a series of /metrics without its label
-// cluster="<cluster>", which every series carries, and whether it had it.
-func withoutCluster(series, cluster string) (string, bool) {
-	label := `cluster="` + cluster + `"`
-	for _, cut := range []struct{ form, by string }{{"{" + label + "}", ""}, {label + ",", ""}, {"," + label + "}", "}"}} {
-		if strings.Contains(series, cut.form) {
-			return strings.Replace(series, cut.form, cut.by, 1), true
-		}
+// cluster="<cluster.name>", which every series carries, and whether it had
+// it. The label's value is the agent's own cluster.name, which a test may
+// set to another than ClusterName.
+func withoutCluster(series string) (string, bool) {
+	loc := clusterLabel.FindStringIndex(series)
+	if loc == nil {
+		return series, false
 	}
-	return series, false
+	before, after := series[:loc[0]], series[loc[1]:]
+	switch {
+	case strings.HasSuffix(before, "{") && strings.HasPrefix(after, "}"): // the only label
+		return strings.TrimSuffix(before, "{") + strings.TrimPrefix(after, "}"), true
+	case strings.HasPrefix(after, ","): // the first of several
+		return before + strings.TrimPrefix(after, ","), true
+	default: // after another label
+		return strings.TrimSuffix(before, ",") + after, true
+	}
 }
+
+// clusterLabel is the label cluster="…" of a series.
+var clusterLabel = regexp.MustCompile(`cluster="[^"]*"`)
