@@ -88,9 +88,6 @@ func PrepareRecovery(s Settings, self identity.Member, req RecoveryRequest) (Rec
 		return Recovery{}, fmt.Errorf("another cluster answers at listed addresses (%s): if a recovery or restore already ran there, this node joins it "+
 			"(etcdlet restore --rejoin) instead of starting a third", strings.Join(req.Foreign, "; "))
 	}
-	if err := checkNotInUse(s.DataDir); err != nil {
-		return Recovery{}, err
-	}
 	goneNodes := make([]string, 0, len(req.Gone))
 	for _, g := range req.Gone {
 		ip, err := netip.ParseAddr(strings.TrimSpace(g))
@@ -156,6 +153,12 @@ func PrepareRecovery(s Settings, self identity.Member, req RecoveryRequest) (Rec
 		return r, fmt.Errorf("%s holds a further log (%s; this node %s): run etcdlet recover there; "+
 			"to recover from this node's data all the same, losing the writes only the further nodes hold, say why with --reason",
 			best.Node, describeData(best), describeData(r.Data))
+	}
+	// Last: what would refuse the recovery on this node whatever runs
+	// is said first, rather than "stop the agent" for a recovery that
+	// must not run here at all.
+	if err := checkNotInUse(s); err != nil {
+		return Recovery{}, err
 	}
 	return r, nil
 }

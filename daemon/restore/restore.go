@@ -18,6 +18,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/identity"
+	"github.com/etcdlet/etcdlet/daemon/instancelock"
 	"github.com/etcdlet/etcdlet/daemon/ops"
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
 	"github.com/etcdlet/etcdlet/daemon/state"
@@ -77,8 +78,8 @@ func (p Plan) Revision() int64 {
 // stopped (its member holds the data dir), and no cluster may answer with
 // quorum on the listed addresses — restoring then would fork a healthy
 // cluster into two.
-func checkStopped(ctx context.Context, dataDir string, sv ops.Surveyor, force bool) error {
-	if err := checkNotInUse(dataDir); err != nil {
+func checkStopped(ctx context.Context, s Settings, sv ops.Surveyor, force bool) error {
+	if err := checkNotInUse(s); err != nil {
 		return err
 	}
 	if force {
@@ -90,14 +91,21 @@ func checkStopped(ctx context.Context, dataDir string, sv ops.Surveyor, force bo
 	return nil
 }
 
-// checkNotInUse refuses a data dir that a running etcd holds.
-func checkNotInUse(dataDir string) error {
-	inUse, err := datadir.InUse(dataDir)
+// checkNotInUse refuses while this node's agent runs (it holds its state
+// dir, whose state and data dir a restore rewrites under it, even while
+// its member is down) or a running etcd holds the data dir.
+func checkNotInUse(s Settings) error {
+	if held, err := instancelock.Held(s.StateDir); err != nil {
+		return err
+	} else if held {
+		return fmt.Errorf("etcdlet's agent runs with agent.stateDir %s: stop it first (systemctl stop etcdlet, or etcdlet@<name> for another cluster on this host)", s.StateDir)
+	}
+	inUse, err := datadir.InUse(s.DataDir)
 	if err != nil {
 		return err
 	}
 	if inUse {
-		return fmt.Errorf("the data dir %s is in use by a running etcd: stop etcdlet (systemctl stop etcdlet) and the member first", dataDir)
+		return fmt.Errorf("the data dir %s is in use by a running etcd: stop etcdlet (systemctl stop etcdlet) and the member first", s.DataDir)
 	}
 	return nil
 }
@@ -125,7 +133,7 @@ func Prepare(ctx context.Context, s Settings, store snapshot.Store, self identit
 	if bump < 0 {
 		return Plan{}, fmt.Errorf("--bump-revision %d: must be 0 or more", bump)
 	}
-	if err := checkStopped(ctx, s.DataDir, sv, force); err != nil {
+	if err := checkStopped(ctx, s, sv, force); err != nil {
 		return Plan{}, err
 	}
 	full, deltas, err := snapshot.Chain(ctx, store, upTo)
@@ -169,7 +177,7 @@ func Run(ctx context.Context, s Settings, store snapshot.Store, p Plan, log *slo
 // moved aside and its state forgets the old cluster, so that its agent
 // waits to be added to the restored cluster like a new node.
 func Rejoin(s Settings, now time.Time) (moved string, err error) {
-	if err := checkNotInUse(s.DataDir); err != nil {
+	if err := checkNotInUse(s); err != nil {
 		return "", err
 	}
 	if moved, err = datadir.MoveAside(s.DataDir, now); err != nil {
