@@ -20,6 +20,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/node"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod"
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
@@ -220,8 +221,9 @@ type probedRuntime struct{ cfg *config.Config }
 
 func (p probedRuntime) Status() runtime.Status {
 	if p.cfg.Etcd.Runtime == config.RuntimeStaticPod {
-		_, err := os.Stat(p.cfg.StaticPod.ManifestPath())
-		return runtime.Status{Running: err == nil}
+		path := p.cfg.StaticPod.ManifestPath()
+		_, err := os.Stat(path)
+		return runtime.Status{Running: err == nil, Version: staticpod.ManifestVersion(path)}
 	}
 	inUse, _ := datadir.InUse(p.cfg.Etcd.DataDir)
 	return runtime.Status{Running: inUse}

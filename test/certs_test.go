@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/etcdlet/etcdlet/internal/testbin"
 	"github.com/etcdlet/etcdlet/pki"
 	"github.com/etcdlet/etcdlet/test/harness"
 )
@@ -22,15 +23,7 @@ import (
 // the Go module proxy, in the directory ETCDLET_KUBE_NODE names.
 func certsKubeadm(t *testing.T) string {
 	t.Helper()
-	dir := os.Getenv("ETCDLET_KUBE_NODE")
-	if dir == "" {
-		t.Fatal("ETCDLET_KUBE_NODE is not set: the certificate tests run the real kubeadm; export ETCDLET_KUBE_NODE=$(hack/kube-node.sh) (builds kubeadm and the kubelet once into the cache) or run make test")
-	}
-	bin := filepath.Join(dir, "kubeadm")
-	if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
-		t.Fatalf("no executable kubeadm in ETCDLET_KUBE_NODE=%s (%v): export ETCDLET_KUBE_NODE=$(hack/kube-node.sh)", dir, err)
-	}
-	return bin
+	return testbin.Executable(t, "ETCDLET_KUBE_NODE", "kubeadm", "the certificate tests run the real kubeadm; export ETCDLET_KUBE_NODE=$(hack/kube-node.sh) (builds kubeadm and the kubelet once into the cache) or run make test")
 }
 
 // certsKubeadmPKI makes three control-plane hosts' etcd certificates with

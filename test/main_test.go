@@ -110,6 +110,7 @@ const (
 	netRecover
 	netVersion
 	netDowngrade
+	netVersionChange
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

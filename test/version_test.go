@@ -2,8 +2,11 @@ package test
 
 import (
 	"fmt"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,4 +155,115 @@ func TestEtcdDowngradeCommands(t *testing.T) {
 	if err := c.Expect(cli, 1, 2, 3); err != nil {
 		t.Error(err)
 	}
+}
+
+// kubeadm's etcd image of Kubernetes 1.33 and before, and the releases the
+// version-change test names: only the 3.5 ones run (etcd 3.5.21, built by
+// hack/etcd35.sh, stands for both), the others must never start.
+const (
+	image3521 = "registry.k8s.io/etcd:3.5.21-0"
+	image3526 = "registry.k8s.io/etcd:3.5.26-0"
+	image3616 = "registry.k8s.io/etcd:3.6.16-0"
+	image373  = "registry.k8s.io/etcd:3.7.3-0"
+)
+
+// A new staticPod.image on a running host is a version change, and the
+// agent lets it through only as far as etcd's rules allow against the
+// running cluster. Three members run etcd 3.5.21 in static pods. Node 3's
+// configuration names etcd 3.6: every 3.5 member must be at 3.5.26 before
+// the first 3.6 starts (the patch floor), so the change waits, and the
+// member keeps running 3.5.21, its manifest untouched and the cluster
+// whole, while status says why. etcd 3.7, a skipped minor, waits too. A
+// patch change (3.5.26) goes through: the kubelet restarts the member on
+// the new manifest, and it comes back a voter.
+func TestStaticPodVersionChangeIsChecked(t *testing.T) {
+	t.Parallel()
+	etcd35 := harness.Etcd35Binary(t)
+	var mu sync.Mutex
+	images := map[int]string{1: image3521, 2: image3521, 3: image3521}
+	imageOf := func(n int) string { mu.Lock(); defer mu.Unlock(); return images[n] }
+	c, cli := startCluster(t, netVersionChange, 3, func(o *harness.Options) {
+		o.StaticPod = harness.EtcdBinary(t)
+		o.StaticPodImage = imageOf
+		o.EtcdForImage = func(image string) string {
+			switch image {
+			case image3521, image3526:
+				return etcd35
+			}
+			t.Errorf("the kubelet was asked to run %s", image)
+			return ""
+		}
+	})
+	waitVersions := func(what string, want ...string) {
+		t.Helper()
+		harness.Eventually(t, 30*time.Second, what, func() error {
+			r, out, _ := statusJSON(t, c, 1)
+			var got []string
+			for _, m := range r.Members {
+				got = append(got, m.Version)
+			}
+			if slices.Sort(got); !slices.Equal(got, want) {
+				return errorf("members run %v, want %v\n%s", got, want, out)
+			}
+			return nil
+		})
+	}
+	waitVersions("the members run etcd 3.5.21", "3.5.21", "3.5.21", "3.5.21")
+
+	change := func(image string) {
+		t.Helper()
+		mu.Lock()
+		images[3] = image
+		mu.Unlock()
+		c.Agent(3).Stop()
+		c.WriteConfig(3)
+		c.Agent(3).Restart()
+	}
+	for _, tt := range []struct {
+		image string
+		says  []string
+	}{
+		{image3616, []string{"keeping the local member on etcd 3.5, not restarting it on 3.6: etcd 3.6 does not start beside member etcd-main-",
+			"which runs etcd 3.5.21: a rolling upgrade to 3.6 needs every 3.5 member at 3.5.26 or later first"}},
+		{image373, []string{"keeping the local member on etcd 3.5, not restarting it on 3.7 (the lowest etcd version of the cluster's members is 3.5)"}},
+	} {
+		starts := c.Kubelet(3).Starts()
+		change(tt.image)
+		harness.Eventually(t, 30*time.Second, "node 3 holds the change to "+tt.image, func() error {
+			out, _, _ := etcdlet(t, "status", "--config", c.ConfigPath(3))
+			for _, says := range tt.says {
+				if !strings.Contains(out, says) {
+					return errorf("status on node 3 does not say %q:\n%s", says, out)
+				}
+			}
+			return nil
+		})
+		if data, err := os.ReadFile(manifestPath(c, 3)); err != nil || !strings.Contains(string(data), "image: "+image3521) {
+			t.Errorf("node 3's manifest, with the change to %s held (%v):\n%s", tt.image, err, data)
+		}
+		if got := c.Kubelet(3).Starts(); got != starts {
+			t.Errorf("with the change to %s held, the kubelet restarted node 3's member (%d starts, %d before)", tt.image, got, starts)
+		}
+		c.Wait(cli, convergeTimeout, 1, 2, 3)
+		if _, err := cli.Put(t.Context(), "held-"+tt.image, "ok"); err != nil {
+			t.Errorf("a write with the change to %s held: %v", tt.image, err)
+		}
+	}
+
+	starts := c.Kubelet(3).Starts()
+	change(image3526)
+	harness.Eventually(t, 30*time.Second, "node 3's manifest names etcd 3.5.26", func() error {
+		if data, _ := os.ReadFile(manifestPath(c, 3)); !strings.Contains(string(data), "image: "+image3526) {
+			return errorf("node 3's manifest:\n%s", data)
+		}
+		return nil
+	})
+	harness.Eventually(t, 30*time.Second, "the kubelet restarts node 3's member", func() error {
+		if got := c.Kubelet(3).Starts(); got == starts {
+			return errorf("%d starts", got)
+		}
+		return nil
+	})
+	c.Wait(cli, convergeTimeout, 1, 2, 3)
+	waitVersions("the members run etcd 3.5.21 again", "3.5.21", "3.5.21", "3.5.21")
 }

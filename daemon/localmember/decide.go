@@ -164,6 +164,10 @@ type Inputs struct {
 	// be used (it must be a mount point and is not; it belongs to another
 	// cluster than the one this node joined).
 	DataProblem Problem
+	// VersionChange, when its Reason is set, says why the running member
+	// may not be restarted on the etcd version the configuration names:
+	// it keeps running what it runs.
+	VersionChange Problem
 	// Flapping, when set, says why the node does not rejoin: it moved its
 	// data aside too often (etcd.moveAsideLimit) without the operator
 	// acknowledging it.
@@ -219,6 +223,10 @@ func Decide(in Inputs) Decision {
 		// not pinned yet, or a view of another cluster, is kept running.
 		if v.Reached && in.Pinned != 0 && v.ClusterID == in.Pinned && in.LocalID != 0 && !hasMember(v, in.LocalID) {
 			return Decision{Kind: StopRemoved, Reason: fmt.Sprintf("member %s is no longer in the cluster (removed)", membership.IDString(in.LocalID))}
+		}
+		if in.VersionChange.Reason != "" {
+			// A refusal acts on nothing: the member runs on as it is.
+			return Decision{Kind: Refuse, Refusal: in.VersionChange.Refusal, Reason: in.VersionChange.Reason}
 		}
 		return Decision{Kind: Keep}
 	}

@@ -228,6 +228,13 @@ func TestDecide(t *testing.T) {
 			in: Inputs{InList: true, Running: true, LocalID: 3, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2))}, want: Keep},
 		{name: "running and the cluster unreachable: keep (never act on a partial view)",
 			in: Inputs{InList: true, Running: true, LocalID: 3, Pinned: 0xc1, View: nobody}, want: Keep},
+		{name: "running, and a version change the rules refuse: refused, the member runs on as it is",
+			in: Inputs{InList: true, Running: true, LocalID: 3, Pinned: 0xc1, View: cluster,
+				VersionChange: Problem{Refusal: RefuseEtcdVersion, Reason: "keeping the local member on etcd 3.5, not restarting it on 3.7"}},
+			want: Refuse, why: "keeping the local member on etcd 3.5", refusal: RefuseEtcdVersion},
+		{name: "running but removed, and a version change refused: the removal comes first",
+			in: Inputs{InList: false, Running: true, LocalID: 3, Pinned: 0xc1, View: reached(started("192.0.2.1", 1), started("192.0.2.2", 2)),
+				VersionChange: Problem{Refusal: RefuseEtcdVersion, Reason: "keeping"}}, want: StopRemoved},
 
 		// A node that promised a recovering node (192.0.2.2) not to start
 		// its member of cluster c1 again.

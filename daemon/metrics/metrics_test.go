@@ -16,6 +16,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/etcdlet/etcdlet/internal/testbin"
 )
 
 // The operator's documentation of the metrics: a table whose rows start
@@ -172,14 +174,7 @@ func TestMetricsAreDocumented(t *testing.T) {
 // promtool is the binary hack/promtool.sh builds.
 func promtool(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("ETCDLET_PROMTOOL")
-	if bin == "" {
-		t.Fatal("ETCDLET_PROMTOOL is not set: export ETCDLET_PROMTOOL=$(hack/promtool.sh) (builds Prometheus's promtool once into the cache) or run make test")
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
-		t.Fatalf("ETCDLET_PROMTOOL=%s is not an executable file (%v): export ETCDLET_PROMTOOL=$(hack/promtool.sh)", bin, err)
-	}
-	return bin
+	return testbin.Executable(t, "ETCDLET_PROMTOOL", "", "export ETCDLET_PROMTOOL=$(hack/promtool.sh) (builds Prometheus's promtool once into the cache) or run make test")
 }
 
 // TestExpositionPassesPromtool lints what /metrics serves, with a child

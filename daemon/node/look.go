@@ -184,6 +184,7 @@ func (n *Node) decide(ctx context.Context, s *Snapshot) localmember.Decision {
 	}
 	in.Approved = n.approved(op, s.List)
 	in.DataProblem = n.dataProblem(s)
+	in.VersionChange = n.versionChangeProblem(s)
 	in.Flapping = n.flapping(op)
 	in.Retired = n.retirement(s.Pinned)
 	if n.twoNode(*s) && !s.View.Reached && s.Pinned != 0 && (in.Running || in.Data.WAL) {
@@ -290,12 +291,7 @@ func (n *Node) versionProblem(s *Snapshot) localmember.Problem {
 		cluster, _ = etcdversion.ParseRecorded(v)
 		from = "the cluster version its data records"
 	} else if s.View.Reached {
-		var versions []string
-		for _, m := range s.View.Members {
-			versions = append(versions, m.Health.Version)
-		}
-		cluster, _ = etcdversion.Lowest(versions...)
-		from = "the lowest etcd version of the cluster's members"
+		cluster, from = clusterVersion(s.View)
 	}
 	if err := etcdversion.CheckMember(server, cluster); err != nil {
 		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: fmt.Sprintf("not starting the local member (%s is %s): %v", from, cluster, err)}
@@ -310,6 +306,54 @@ func (n *Node) versionProblem(s *Snapshot) localmember.Problem {
 		}
 	}
 	return localmember.Problem{}
+}
+
+// versionChangeProblem says why a running member must not be restarted
+// on the etcd version the configuration now names (a new staticPod.image):
+// the same rules as for a start (versionProblem), against the running
+// cluster, since etcd itself would stop the new member at once, or, below
+// a patch floor, start it into a known bug. Until the rules allow the
+// change it waits, and the member keeps running what it runs: refused,
+// the static pod's manifest stays as it is.
+func (n *Node) versionChangeProblem(s *Snapshot) localmember.Problem {
+	want, runs := n.Settings.EtcdVersion, s.Runtime.Version
+	if !s.Runtime.Running || want.IsZero() || runs.IsZero() || want == runs {
+		return localmember.Problem{}
+	}
+	keeping := fmt.Sprintf("keeping the local member on etcd %s, not restarting it on %s", runs, want)
+	if !s.View.Reached {
+		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion,
+			Reason: keeping + ": the cluster does not answer with quorum, so its members' versions cannot be checked"}
+	}
+	cluster, from := clusterVersion(s.View)
+	if err := etcdversion.CheckMember(want, cluster); err != nil {
+		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: fmt.Sprintf("%s (%s is %s): %v", keeping, from, cluster, err)}
+	}
+	var running []etcdversion.RunningVersion
+	for _, m := range s.View.Members {
+		running = append(running, etcdversion.RunningVersion{Member: m.Name, Version: m.Health.Version})
+	}
+	if err := etcdversion.CheckPatchFloor(want, running); err != nil {
+		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: keeping + ": " + err.Error()}
+	}
+	return localmember.Problem{}
+}
+
+// clusterVersion is the version a running cluster holds its members to:
+// the target of a downgrade enabled in it (etcd lowers the cluster
+// version to it at once), else the lowest server version of its members.
+func clusterVersion(v membership.View) (etcdversion.Minor, string) {
+	for _, m := range v.Members {
+		if target, ok := etcdversion.Parse(m.Health.DowngradeTarget); ok {
+			return target, "the target of the downgrade enabled in the cluster"
+		}
+	}
+	var versions []string
+	for _, m := range v.Members {
+		versions = append(versions, m.Health.Version)
+	}
+	lowest, _ := etcdversion.Lowest(versions...)
+	return lowest, "the lowest etcd version of the cluster's members"
 }
 
 // flapping says why the node does not rejoin: it moved its data aside

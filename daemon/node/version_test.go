@@ -66,13 +66,65 @@ func TestVersionProblem(t *testing.T) {
 			n := &Node{Deps: Deps{Settings: Settings{EtcdVersion: tt.server},
 				DataDir: versionedDir{Dir: datadir.Dir{Path: t.TempDir()}, version: tt.recorded}}}
 			s := &Snapshot{Data: tt.data, View: tt.view, Runtime: runtime.Status{Running: tt.running}}
-			p := n.versionProblem(s)
-			switch {
-			case tt.refused == "" && p.Reason != "":
-				t.Fatalf("refused: %s", p.Reason)
-			case tt.refused != "" && (p.Refusal != localmember.RefuseEtcdVersion || !strings.Contains(p.Reason, tt.refused)):
-				t.Fatalf("got %+v, want refusal %s saying %q", p, localmember.RefuseEtcdVersion, tt.refused)
-			}
+			expectVersionRefusal(t, n.versionProblem(s), tt.refused)
 		})
+	}
+}
+
+// A running member whose configuration now names another etcd minor (a
+// new staticPod.image) is restarted on it only as far as the rules for a
+// start allow it against the running cluster; otherwise it keeps running
+// what it runs, and the refusal says both versions.
+func TestVersionChangeProblem(t *testing.T) {
+	v35, v36, v37 := etcdversion.Minor{Major: 3, Minor: 5}, etcdversion.Minor{Major: 3, Minor: 6}, etcdversion.Minor{Major: 3, Minor: 7}
+	members := func(reached bool, downgradeTo string, versions ...string) membership.View {
+		v := membership.View{Reached: reached}
+		for _, ver := range versions {
+			v.Members = append(v.Members, membership.Member{Name: "etcd-main-" + ver, Health: membership.Health{Version: ver, DowngradeTarget: downgradeTo}})
+		}
+		return v
+	}
+	tests := []struct {
+		name          string
+		want, runs    etcdversion.Minor
+		running       bool
+		view          membership.View
+		refused       string
+		keepingOnRuns bool
+	}{
+		{name: "the same minor (a patch change)", want: v36, runs: v36, running: true, view: members(true, "", "3.6.16", "3.6.16")},
+		{name: "a minor up, every member at the patch floor", want: v37, runs: v36, running: true, view: members(true, "", "3.6.16", "3.6.11", "3.6.12")},
+		{name: "a minor up, a member below the patch floor", want: v37, runs: v36, running: true, view: members(true, "", "3.6.16", "3.6.5"),
+			refused: "keeping the local member on etcd 3.6, not restarting it on 3.7: etcd 3.7 does not start beside member etcd-main-3.6.5, which runs etcd 3.6.5"},
+		{name: "a minor up once the upgrade is under way", want: v37, runs: v36, running: true, view: members(true, "", "3.7.3", "3.6.5")},
+		{name: "a skipped minor", want: v37, runs: v35, running: true, view: members(true, "", "3.5.26", "3.5.26"),
+			refused: "(the lowest etcd version of the cluster's members is 3.5): "},
+		{name: "a minor down without a downgrade", want: v36, runs: v37, running: true, view: members(true, "", "3.7.3", "3.7.3"),
+			refused: "etcd 3.6 cannot run a member of a cluster at version 3.7"},
+		{name: "a minor down with the downgrade enabled", want: v36, runs: v37, running: true, view: members(true, "3.6.0", "3.7.3", "3.7.3")},
+		{name: "no quorum: the versions cannot be checked", want: v37, runs: v36, running: true, view: members(false, "", "3.6.16"),
+			refused: "the cluster does not answer with quorum"},
+		{name: "not running: the start's rules apply instead", want: v37, runs: v35, view: members(true, "", "3.5.26")},
+		{name: "what runs is not known (an operator's manifest, the embedded member)", want: v37, running: true, view: members(true, "", "3.5.26")},
+		{name: "the configured image names no version", runs: v35, running: true, view: members(true, "", "3.5.26")},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			n := &Node{Deps: Deps{Settings: Settings{EtcdVersion: tt.want}}}
+			s := &Snapshot{View: tt.view, Runtime: runtime.Status{Running: tt.running, Version: tt.runs}}
+			expectVersionRefusal(t, n.versionChangeProblem(s), tt.refused)
+		})
+	}
+}
+
+// expectVersionRefusal fails unless p is the etcd-version refusal saying
+// refused, or no refusal when refused is empty.
+func expectVersionRefusal(t *testing.T, p localmember.Problem, refused string) {
+	t.Helper()
+	switch {
+	case refused == "" && p.Reason != "":
+		t.Fatalf("refused: %s", p.Reason)
+	case refused != "" && (p.Refusal != localmember.RefuseEtcdVersion || !strings.Contains(p.Reason, refused)):
+		t.Fatalf("got %+v, want refusal %s saying %q", p, localmember.RefuseEtcdVersion, refused)
 	}
 }

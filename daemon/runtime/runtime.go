@@ -65,6 +65,12 @@ type Status struct {
 	// otherwise.
 	MemberID  uint64
 	ClusterID uint64
+	// Version is the etcd minor of what runs, where the runtime knows it
+	// apart from the configuration: the image of the static pod's
+	// manifest in place, which is the old one until a version change is
+	// let through (node's versionChangeProblem). Zero when not known, and
+	// for the embedded member, which always runs etcdlet's own etcd.
+	Version etcdversion.Minor
 }
 
 // Runtime runs the local member.

@@ -24,6 +24,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
+	"github.com/etcdlet/etcdlet/internal/testbin"
 )
 
 // The member etcdbrctl restores, and the store it reads: BR's Local
@@ -42,13 +43,7 @@ const (
 // snapshot in every compression and a full snapshot followed by deltas,
 // and the data it restores is the source cluster's.
 func TestEtcdbrctlRestoresEtcdletSnapshots(t *testing.T) {
-	bin := os.Getenv("ETCDLET_ETCDBRCTL")
-	if bin == "" {
-		t.Fatal("ETCDLET_ETCDBRCTL is not set: export ETCDLET_ETCDBRCTL=$(hack/etcdbrctl.sh) (builds BR's etcdbrctl once into the cache) or run make test")
-	}
-	if fi, err := os.Stat(bin); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		t.Fatalf("ETCDLET_ETCDBRCTL=%s is not an executable file (%v): export ETCDLET_ETCDBRCTL=$(hack/etcdbrctl.sh)", bin, err)
-	}
+	bin := testbin.Executable(t, "ETCDLET_ETCDBRCTL", "", "export ETCDLET_ETCDBRCTL=$(hack/etcdbrctl.sh) (builds BR's etcdbrctl once into the cache) or run make test")
 	src := cluster(t)
 	ctx := t.Context()
 	r := rand.New(rand.NewPCG(5, 6))

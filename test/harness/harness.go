@@ -126,6 +126,12 @@ type Options struct {
 	// StaticPod runs the agents with etcd.runtime static-pod; each node
 	// gets a Kubelet that runs the manifest's etcd with this binary.
 	StaticPod string
+	// StaticPodImage, when set, is agent n's staticPod.image ("": the
+	// default), and EtcdForImage the binary that runs an image (""
+	// for StaticPod): etcd releases of other minors stand for their
+	// images.
+	StaticPodImage func(n int) string
+	EtcdForImage   func(image string) string
 	// OwnLists gives every agent a members file of its own (MembersOf),
 	// as hosts have: WriteMembers writes them all at once, WriteMembersOn
 	// some of them, so that a list change can reach the hosts one after
@@ -257,7 +263,15 @@ func (c *Cluster) Kubelet(n int) *Kubelet {
 	if k, ok := c.kubelets[n]; ok {
 		return k
 	}
-	k := StartKubelet(c.t, c.ManifestDir(n), c.Opts.StaticPod, filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "etcd.log"))
+	etcdFor := func(image string) string {
+		if c.Opts.EtcdForImage != nil {
+			if bin := c.Opts.EtcdForImage(image); bin != "" {
+				return bin
+			}
+		}
+		return c.Opts.StaticPod
+	}
+	k := StartKubelet(c.t, c.ManifestDir(n), etcdFor, filepath.Join(c.Dir, fmt.Sprintf("n%d", n), "etcd.log"))
 	c.kubelets[n] = k
 	return k
 }
@@ -370,6 +384,9 @@ func (c *Cluster) WriteConfig(n int) {
 	}
 	if c.Opts.StaticPod != "" {
 		fmt.Fprintf(&b, "staticPod:\n  manifestDir: %s\n", c.ManifestDir(n))
+		if c.Opts.StaticPodImage != nil && c.Opts.StaticPodImage(n) != "" {
+			fmt.Fprintf(&b, "  image: %s\n", c.Opts.StaticPodImage(n))
+		}
 	}
 	fmt.Fprintf(&b, "etcd:\n  dataDir: %s\n  clientPort: %d\n  peerPort: %d\n  listenMetricsURL: http://%s\n  logLevel: warn\n",
 		c.DataDir(n), c.Ports.Client, c.Ports.Peer, net.JoinHostPort(c.LocalIP(n), strconv.Itoa(c.Ports.Metrics)))

@@ -14,34 +14,38 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/etcdlet/etcdlet/internal/testbin"
 )
 
 // EtcdBinary is the etcd built from the module proxy by hack/envtest.sh
 // (in $KUBEBUILDER_ASSETS, as make test sets it): what "the kubelet" runs.
 func EtcdBinary(t TB) string {
 	t.Helper()
-	dir := os.Getenv("KUBEBUILDER_ASSETS")
-	if dir == "" {
-		t.Fatalf("KUBEBUILDER_ASSETS is not set: the static-pod tests run the etcd binary built by hack/envtest.sh; run `make test`, or `export KUBEBUILDER_ASSETS=$(hack/envtest.sh)`")
-	}
-	bin := filepath.Join(dir, "etcd")
-	if fi, err := os.Stat(bin); err != nil || fi.Mode()&0o111 == 0 {
-		t.Fatalf("no executable etcd in KUBEBUILDER_ASSETS=%s: run hack/envtest.sh", dir)
-	}
-	return bin
+	return testbin.Executable(t, "KUBEBUILDER_ASSETS", "etcd", testbin.HowEnvtest)
+}
+
+// Etcd35Binary is etcd 3.5, built by hack/etcd35.sh ($ETCDLET_ETCD35):
+// what "the kubelet" runs for an etcd 3.5 image.
+func Etcd35Binary(t TB) string {
+	t.Helper()
+	return testbin.Executable(t, "ETCDLET_ETCD35", "", testbin.HowEtcd35)
 }
 
 // Kubelet stands in for the kubelet's static-pod handling of one node: it
 // watches the manifest dir and runs etcd.yaml's container command as a
-// process (the executable replaced by the built etcd, host paths as they
-// are, since the pod uses hostNetwork and same-path hostPath mounts). A
+// process (the executable replaced by the etcd binary that stands for the
+// container's image, host paths as they are, since the pod uses
+// hostNetwork and same-path hostPath mounts). A
 // changed manifest restarts the process, an exited process is restarted,
 // and a removed manifest stops it. Files starting with "." are ignored, as
 // the kubelet ignores them.
 type Kubelet struct {
-	dir, etcd, logPath string
-	stop               chan struct{}
-	done               chan struct{}
+	dir, logPath string
+	// etcdFor is the etcd binary that runs an image.
+	etcdFor func(image string) string
+	stop    chan struct{}
+	done    chan struct{}
 
 	// syncMu makes Pause wait for a sync under way, so that nothing is
 	// started after it.
@@ -56,9 +60,10 @@ type Kubelet struct {
 	lastFail time.Time
 }
 
-// StartKubelet starts watching dir; logs of etcd go to logPath.
-func StartKubelet(t TB, dir, etcd, logPath string) *Kubelet {
-	k := &Kubelet{dir: dir, etcd: etcd, logPath: logPath, stop: make(chan struct{}), done: make(chan struct{})}
+// StartKubelet starts watching dir, running each manifest's etcd with the
+// binary etcdFor names for its image; logs of etcd go to logPath.
+func StartKubelet(t TB, dir string, etcdFor func(image string) string, logPath string) *Kubelet {
+	k := &Kubelet{dir: dir, etcdFor: etcdFor, logPath: logPath, stop: make(chan struct{}), done: make(chan struct{})}
 	go k.loop()
 	t.Cleanup(k.Stop)
 	return k
@@ -154,16 +159,16 @@ func (k *Kubelet) sync() {
 		return // crash-loop backoff
 	}
 	k.kill()
-	k.start(pod.Spec.Containers[0].Command[1:], sum)
+	k.start(k.etcdFor(pod.Spec.Containers[0].Image), pod.Spec.Containers[0].Command[1:], sum)
 }
 
-func (k *Kubelet) start(args []string, sum string) {
+func (k *Kubelet) start(etcd string, args []string, sum string) {
 	logFile, err := os.OpenFile(k.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		return
 	}
-	fmt.Fprintf(logFile, "--- kubelet: starting etcd %s\n", strings.Join(args, " "))
-	cmd := exec.Command(k.etcd, args...)
+	fmt.Fprintf(logFile, "--- kubelet: starting %s %s\n", etcd, strings.Join(args, " "))
+	cmd := exec.Command(etcd, args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
 	if err := cmd.Start(); err != nil {
 		fmt.Fprintf(logFile, "--- kubelet: start failed: %v\n", err)

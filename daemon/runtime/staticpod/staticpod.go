@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/etcdversion"
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod/manifest"
@@ -35,6 +36,10 @@ type Runtime struct {
 
 	mu       sync.Mutex
 	optedOut bool
+	// running is the etcd version of the manifest in place, read once at
+	// start and then what Apply wrote: the guard reverts anyone else's
+	// edit, and a manifest handed to the operator is not known.
+	running etcdversion.Minor
 	// last is the spec Apply rendered last, and its bytes: the agent
 	// applies the same spec on every pass, and rendering it (a Pod built
 	// and marshalled to YAML) costs many times what finding the file
@@ -47,8 +52,26 @@ type Runtime struct {
 
 // New returns a static-pod runtime writing <manifestDir>/<podName>.yaml.
 func New(cfg config.StaticPod, stateDir string, guard *protect.Guard, log *slog.Logger) *Runtime {
-	return &Runtime{cfg: cfg, guard: guard, log: log, keepDir: filepath.Join(stateDir, "manifests"),
+	r := &Runtime{cfg: cfg, guard: guard, log: log, keepDir: filepath.Join(stateDir, "manifests"),
 		path: cfg.ManifestPath()}
+	r.running = ManifestVersion(r.path)
+	return r
+}
+
+// ManifestVersion is the etcd version the image of the manifest at path
+// names; zero when there is none, it names none, or the operator took the
+// manifest over (then nothing etcdlet decides changes it).
+func ManifestVersion(path string) etcdversion.Minor {
+	data, err := os.ReadFile(path)
+	if err != nil || manifest.OptsOut(data) {
+		return etcdversion.Minor{}
+	}
+	pod, err := manifest.Unmarshal(data)
+	if err != nil || len(pod.Spec.Containers) == 0 {
+		return etcdversion.Minor{}
+	}
+	v, _ := etcdversion.FromImage(pod.Spec.Containers[0].Image)
+	return v
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -74,6 +97,12 @@ func (r *Runtime) Apply(_ context.Context, spec runtime.Spec) error {
 	r.mu.Lock()
 	wasOptedOut := r.optedOut
 	r.optedOut = errors.Is(err, protect.ErrOptedOut)
+	switch {
+	case r.optedOut:
+		r.running = etcdversion.Minor{}
+	case err == nil:
+		r.running, _ = etcdversion.FromImage(r.cfg.Image)
+	}
 	r.mu.Unlock()
 	switch {
 	case errors.Is(err, protect.ErrOptedOut):
@@ -86,7 +115,7 @@ func (r *Runtime) Apply(_ context.Context, spec runtime.Spec) error {
 	case changed:
 		r.log.Info("wrote etcd manifest", "file", r.path, "specHash", specHash(data))
 		if previous != nil {
-			if err := r.keep("etcd.yaml.previous", previous); err != nil {
+			if err := r.keep(filepath.Base(r.path)+".previous", previous); err != nil {
 				r.log.Warn("cannot keep the previous manifest", "error", err)
 			}
 		}
@@ -116,10 +145,13 @@ func (r *Runtime) Stop(context.Context) error {
 	if err := os.MkdirAll(r.keepDir, 0o700); err != nil {
 		return fmt.Errorf("create %s: %w", r.keepDir, err)
 	}
-	keepAt := filepath.Join(r.keepDir, "etcd.yaml.stopped-"+time.Now().UTC().Format("20060102T150405Z"))
+	keepAt := filepath.Join(r.keepDir, filepath.Base(r.path)+".stopped-"+time.Now().UTC().Format("20060102T150405Z"))
 	if err := r.guard.Release(r.path, keepAt); err != nil {
 		return fmt.Errorf("remove manifest %s: %w", r.path, err)
 	}
+	r.mu.Lock()
+	r.running = etcdversion.Minor{}
+	r.mu.Unlock()
 	r.log.Info("removed etcd manifest; the kubelet stops etcd", "file", r.path, "keptAt", keepAt)
 	return nil
 }
@@ -132,7 +164,9 @@ func (r *Runtime) Close(context.Context) error { return nil }
 // is up is learned from its client URL, not from the kubelet.
 func (r *Runtime) Status() runtime.Status {
 	_, err := os.Stat(r.path)
-	return runtime.Status{Running: err == nil}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return runtime.Status{Running: err == nil, Version: r.running}
 }
 
 // Changed never fires: the kubelet restarts a crashed etcd on its own.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/etcdversion"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
@@ -123,5 +124,55 @@ func TestApplyFollowsASpecChangedInPlace(t *testing.T) {
 		if !strings.Contains(string(got), want) {
 			t.Errorf("the manifest lacks %s after the spec changed in place:\n%s", want, got)
 		}
+	}
+}
+
+// Status tells the etcd version of the manifest in place: at start the
+// one an earlier agent wrote (the kubelet runs it while the new agent
+// decides whether it may change it), then what Apply wrote; none for a
+// manifest the operator took over, or none at all.
+func TestStatusTellsTheVersionOfTheManifestInPlace(t *testing.T) {
+	rt, bootstrap, _, stateDir := setup(t)
+	ctx := context.Background()
+	if v := rt.Status().Version; !v.IsZero() {
+		t.Fatalf("without a manifest: version %s", v)
+	}
+	if err := rt.Apply(ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	ours, _ := etcdversion.FromImage(config.DefaultEtcdImage)
+	if v := rt.Status().Version; v != ours {
+		t.Errorf("after Apply: version %s, want %s (%s)", v, ours, config.DefaultEtcdImage)
+	}
+
+	// An older agent's manifest, of an etcd 3.5 image, found at start.
+	data, _ := os.ReadFile(rt.Path())
+	older := strings.Replace(string(data), "image: "+config.DefaultEtcdImage, "image: registry.k8s.io/etcd:3.5.21-0", 1)
+	if older == string(data) {
+		t.Fatalf("the manifest names no image %s:\n%s", config.DefaultEtcdImage, data)
+	}
+	if err := os.WriteFile(rt.Path(), []byte(older), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	restarted := New(rt.cfg, stateDir, rt.guard, rt.log)
+	if v := restarted.Status().Version; v != (etcdversion.Minor{Major: 3, Minor: 5}) {
+		t.Errorf("at start beside a 3.5 manifest: version %s, want 3.5", v)
+	}
+
+	theirs := strings.Replace(older, "  annotations:\n", "  annotations:\n    "+manifest.DisableProtectionAnnotation+": \"\"\n", 1)
+	if err := os.WriteFile(rt.Path(), []byte(theirs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := restarted.Apply(ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	if v := restarted.Status().Version; !v.IsZero() {
+		t.Errorf("the operator's manifest: version %s, want none known", v)
+	}
+	if err := restarted.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := restarted.Status(); s.Running || !s.Version.IsZero() {
+		t.Errorf("after Stop: %+v", s)
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/netip"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -17,6 +16,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 	"github.com/etcdlet/etcdlet/internal/eventually"
+	"github.com/etcdlet/etcdlet/internal/testbin"
 )
 
 // The command line a manifest carries runs on the etcd its image names.
@@ -26,8 +26,8 @@ import (
 // given the command rendered for a 3.6 image stops at once, which is why
 // the image's version decides the names.
 func TestCommandRunsOnRealEtcd(t *testing.T) {
-	etcd35 := executableFromEnv(t, "ETCDLET_ETCD35", "", "export ETCDLET_ETCD35=$(hack/etcd35.sh) (builds etcd 3.5 once into the cache) or run make test")
-	etcd37 := executableFromEnv(t, "KUBEBUILDER_ASSETS", "etcd", "export KUBEBUILDER_ASSETS=$(hack/envtest.sh) (builds kube-apiserver and etcd once into the cache) or run make test")
+	etcd35 := testbin.Executable(t, "ETCDLET_ETCD35", "", testbin.HowEtcd35)
+	etcd37 := testbin.Executable(t, "KUBEBUILDER_ASSETS", "etcd", testbin.HowEnvtest)
 	for i, binary := range []string{etcd35, etcd37} {
 		version := reportedVersion(t, binary)
 		t.Run("etcd "+version, func(t *testing.T) {
@@ -114,22 +114,4 @@ func reportedVersion(t *testing.T, binary string) string {
 		t.Fatalf("%s --version: %v\n%s", binary, err, out)
 	}
 	return string(m[1])
-}
-
-// executableFromEnv is the executable an environment variable names (or,
-// with file, the file of that name in the directory it names); the test
-// fails saying how to get it.
-func executableFromEnv(t *testing.T, env, file, how string) string {
-	t.Helper()
-	p := os.Getenv(env)
-	if p == "" {
-		t.Fatalf("%s is not set: %s", env, how)
-	}
-	if file != "" {
-		p = filepath.Join(p, file)
-	}
-	if fi, err := os.Stat(p); err != nil || fi.IsDir() || fi.Mode()&0o111 == 0 {
-		t.Fatalf("%s: %s is not an executable file (%v): %s", env, p, err, how)
-	}
-	return p
 }
