@@ -41,12 +41,18 @@ import (
 //     pacemaker has no quorum until it has seen its peer), and forces
 //     nothing; once both run, the cluster is back with both.
 func TestTwoNodeFailover(t *testing.T) {
+	// The directories first: cleanups run last in, first out, so they are
+	// removed only after the nodes' namespaces are gone, with every
+	// process in them (an agent entered there with nsenter may outlive
+	// the nsenter the harness stops, and write into its data dir while
+	// the directory is being removed).
+	binDir, clusterDir := t.TempDir(), t.TempDir()
 	lc := startClusterWith(t, liveOptions{powerOffWhenFenced: true})
-	binary, err := harness.BuildBinary(t.TempDir())
+	binary, err := harness.BuildBinary(binDir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := harness.NewCluster(t, binary, t.TempDir(), harness.Options{
+	c := harness.NewCluster(t, binary, clusterDir, harness.Options{
 		Addr:  func(n int) string { return fmt.Sprintf("192.0.2.%d", n) },
 		Ports: &harness.Ports{Client: 2379, Peer: 2380, Metrics: 2381, Agent: 9479, AgentPeer: 2382},
 		Wrap: func(n int, argv []string) []string {
