@@ -41,9 +41,10 @@ test-deps:
 # prints where; the tests find them through KUBEBUILDER_ASSETS. hack/druid.sh
 # (etcd-druid, ETCDLET_DRUID), hack/versitygw.sh (the S3 server,
 # ETCDLET_VERSITYGW), hack/etcdbrctl.sh (ETCDLET_ETCDBRCTL), hack/etcd35.sh
-# (an etcd 3.5 server, ETCDLET_ETCD35) and hack/promtool.sh (Prometheus's promtool, which checks the shipped alert
+# and hack/etcd36.sh (etcd 3.5 and 3.6 servers, ETCDLET_ETCD35 and
+# ETCDLET_ETCD36) and hack/promtool.sh (Prometheus's promtool, which checks the shipped alert
 # rules: ETCDLET_PROMTOOL) do the same.
-ASSETS := assets="$$(hack/envtest.sh)" && export KUBEBUILDER_ASSETS="$$assets" && druid="$$(hack/druid.sh)" && export ETCDLET_DRUID="$$druid" && s3="$$(hack/versitygw.sh)" && export ETCDLET_VERSITYGW="$$s3" && br="$$(hack/etcdbrctl.sh)" && export ETCDLET_ETCDBRCTL="$$br" && e35="$$(hack/etcd35.sh)" && export ETCDLET_ETCD35="$$e35" && pt="$$(hack/promtool.sh)" && export ETCDLET_PROMTOOL="$$pt"
+ASSETS := assets="$$(hack/envtest.sh)" && export KUBEBUILDER_ASSETS="$$assets" && druid="$$(hack/druid.sh)" && export ETCDLET_DRUID="$$druid" && s3="$$(hack/versitygw.sh)" && export ETCDLET_VERSITYGW="$$s3" && br="$$(hack/etcdbrctl.sh)" && export ETCDLET_ETCDBRCTL="$$br" && e35="$$(hack/etcd35.sh)" && export ETCDLET_ETCD35="$$e35" && e36="$$(hack/etcd36.sh)" && export ETCDLET_ETCD36="$$e36" && pt="$$(hack/promtool.sh)" && export ETCDLET_PROMTOOL="$$pt"
 # The end-to-end tests also need hack/nfpm.sh (the packager, ETCDLET_NFPM),
 # hack/debian-root.sh (the pristine Debian host the nspawn tests boot,
 # ETCDLET_DEBIAN_ROOT; debootstrap, as root), hack/kube-node.sh (the kubelet

@@ -13,7 +13,8 @@
 # kube-apiserver and etcd (hack/envtest.sh, KUBEBUILDER_ASSETS), etcd-druid
 # (hack/druid.sh, ETCDLET_DRUID), versitygw (hack/versitygw.sh,
 # ETCDLET_VERSITYGW), etcdbrctl (hack/etcdbrctl.sh, ETCDLET_ETCDBRCTL), an
-# etcd 3.5 server (hack/etcd35.sh, ETCDLET_ETCD35) and
+# etcd 3.5 and an etcd 3.6 server (hack/etcd35.sh, ETCDLET_ETCD35; hack/etcd36.sh,
+# ETCDLET_ETCD36; both hack/etcd-release.sh) and
 # promtool, which checks the alert rules in deploy/prometheus/
 # (hack/promtool.sh, ETCDLET_PROMTOOL). They need Go and the proxy, nothing
 # from apt.

@@ -69,11 +69,19 @@ else
 fi
 
 step "etcd 3.5, which runs the command line rendered for an etcd 3.5 image (hack/etcd35.sh)"
-# On failure the test that runs it (daemon/runtime/staticpod/manifest) fails too, saying so.
+# On failure the tests that run it (daemon/runtime/staticpod/manifest, test/version_test.go) fail too, saying so.
 if etcd35=$(hack/etcd35.sh); then
   export ETCDLET_ETCD35=$etcd35
 else
   failed+=("hack/etcd35.sh: etcd 3.5 could not be built")
+fi
+
+step "etcd 3.6, which the rolling upgrade to 3.7 starts from (hack/etcd36.sh)"
+# On failure the test that runs it (test/version_test.go) fails too, saying so.
+if etcd36=$(hack/etcd36.sh); then
+  export ETCDLET_ETCD36=$etcd36
+else
+  failed+=("hack/etcd36.sh: etcd 3.6 could not be built")
 fi
 
 step "promtool, which checks the shipped alert rules (hack/promtool.sh)"

@@ -111,6 +111,7 @@ const (
 	netVersion
 	netDowngrade
 	netVersionChange
+	netRollingUpgrade
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -336,6 +336,20 @@ func (n *Node) versionChangeProblem(s *Snapshot) localmember.Problem {
 	if err := etcdversion.CheckPatchFloor(want, running); err != nil {
 		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: keeping + ": " + err.Error()}
 	}
+	if want.Less(runs) {
+		// A downgrade: etcd lowers each member's storage version to the
+		// target (seconds after the downgrade is enabled); the older etcd
+		// does not start on data of a later storage version.
+		i := slices.IndexFunc(s.View.Members, func(m membership.Member) bool { return slices.Contains(m.PeerURLs, s.Self.PeerURL) })
+		if i < 0 {
+			return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: keeping + ": the cluster has no member with this node's peer URL " + s.Self.PeerURL}
+		}
+		if storage, ok := etcdversion.Parse(s.View.Members[i].Health.StorageVersion); !ok || want.Less(storage) {
+			return localmember.Problem{Refusal: localmember.RefuseEtcdVersion,
+				Reason: fmt.Sprintf("%s: its data's storage version is %q, and etcd %s starts only on data that etcd lowered to %s, as it does within seconds of the downgrade being enabled",
+					keeping, s.View.Members[i].Health.StorageVersion, want, want)}
+		}
+	}
 	return localmember.Problem{}
 }
 

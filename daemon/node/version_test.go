@@ -6,6 +6,7 @@ import (
 
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/etcdversion"
+	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
@@ -77,12 +78,22 @@ func TestVersionProblem(t *testing.T) {
 // what it runs, and the refusal says both versions.
 func TestVersionChangeProblem(t *testing.T) {
 	v35, v36, v37 := etcdversion.Minor{Major: 3, Minor: 5}, etcdversion.Minor{Major: 3, Minor: 6}, etcdversion.Minor{Major: 3, Minor: 7}
-	members := func(reached bool, downgradeTo string, versions ...string) membership.View {
+	// The first member is this node's, whose data has the storage version
+	// storage.
+	self := identity.Member{Name: "etcd-main-192.0.2.1", PeerURL: "https://192.0.2.1:2380"}
+	withStorage := func(storage string, reached bool, downgradeTo string, versions ...string) membership.View {
 		v := membership.View{Reached: reached}
-		for _, ver := range versions {
-			v.Members = append(v.Members, membership.Member{Name: "etcd-main-" + ver, Health: membership.Health{Version: ver, DowngradeTarget: downgradeTo}})
+		for i, ver := range versions {
+			m := membership.Member{Name: "etcd-main-" + ver, Health: membership.Health{Version: ver, DowngradeTarget: downgradeTo}}
+			if i == 0 {
+				m.PeerURLs, m.Health.StorageVersion = []string{self.PeerURL}, storage
+			}
+			v.Members = append(v.Members, m)
 		}
 		return v
+	}
+	members := func(reached bool, downgradeTo string, versions ...string) membership.View {
+		return withStorage("", reached, downgradeTo, versions...)
 	}
 	tests := []struct {
 		name          string
@@ -101,7 +112,9 @@ func TestVersionChangeProblem(t *testing.T) {
 			refused: "(the lowest etcd version of the cluster's members is 3.5): "},
 		{name: "a minor down without a downgrade", want: v36, runs: v37, running: true, view: members(true, "", "3.7.3", "3.7.3"),
 			refused: "etcd 3.6 cannot run a member of a cluster at version 3.7"},
-		{name: "a minor down with the downgrade enabled", want: v36, runs: v37, running: true, view: members(true, "3.6.0", "3.7.3", "3.7.3")},
+		{name: "a minor down with the downgrade enabled, the data lowered", want: v36, runs: v37, running: true, view: withStorage("3.6.0", true, "3.6.0", "3.7.3", "3.7.3")},
+		{name: "a minor down with the downgrade enabled, the data not lowered yet", want: v36, runs: v37, running: true, view: withStorage("3.7.0", true, "3.6.0", "3.7.3", "3.7.3"),
+			refused: `its data's storage version is "3.7.0", and etcd 3.6 starts only on data that etcd lowered to 3.6`},
 		{name: "no quorum: the versions cannot be checked", want: v37, runs: v36, running: true, view: members(false, "", "3.6.16"),
 			refused: "the cluster does not answer with quorum"},
 		{name: "not running: the start's rules apply instead", want: v37, runs: v35, view: members(true, "", "3.5.26")},
@@ -111,7 +124,7 @@ func TestVersionChangeProblem(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &Node{Deps: Deps{Settings: Settings{EtcdVersion: tt.want}}}
-			s := &Snapshot{View: tt.view, Runtime: runtime.Status{Running: tt.running, Version: tt.runs}}
+			s := &Snapshot{Self: self, View: tt.view, Runtime: runtime.Status{Running: tt.running, Version: tt.runs}}
 			expectVersionRefusal(t, n.versionChangeProblem(s), tt.refused)
 		})
 	}

@@ -4,7 +4,7 @@
 // replaces its sibling modules with local paths, so `go install pkg@version`
 // cannot build it; here the main module takes their published versions.
 // Nested under hack/, so `go test ./...` at the repository root ignores it.
-// Built by hack/etcd35.sh. To bump: change every go.etcd.io/etcd module
+// Built by hack/etcd35.sh (hack/etcd-release.sh). To bump: change every go.etcd.io/etcd module
 // together, then `go mod tidy`.
 module etcd35build
 

@@ -1,4 +1,4 @@
-# Sourced by hack/envtest.sh, hack/druid.sh, hack/etcdbrctl.sh and hack/etcd35.sh: what
+# Sourced by hack/envtest.sh, hack/druid.sh, hack/etcdbrctl.sh and hack/etcd-release.sh: what
 # building a tool from the Go module proxy through a wrapper module into the
 # cache outside the repository has in common. The caller sets -euo
 # pipefail, defines log and fail, sets mod_dir to the wrapper module, and

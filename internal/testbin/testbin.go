@@ -37,5 +37,6 @@ func Executable(t TB, env, file, how string) string {
 // How to get the programs the tests share.
 const (
 	HowEtcd35  = "export ETCDLET_ETCD35=$(hack/etcd35.sh) (builds etcd 3.5 once into the cache) or run make test"
+	HowEtcd36  = "export ETCDLET_ETCD36=$(hack/etcd36.sh) (builds etcd 3.6 once into the cache) or run make test"
 	HowEnvtest = "export KUBEBUILDER_ASSETS=$(hack/envtest.sh) (builds kube-apiserver and etcd once into the cache) or run make test"
 )

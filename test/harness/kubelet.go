@@ -32,6 +32,13 @@ func Etcd35Binary(t TB) string {
 	return testbin.Executable(t, "ETCDLET_ETCD35", "", testbin.HowEtcd35)
 }
 
+// Etcd36Binary is etcd 3.6, built by hack/etcd36.sh ($ETCDLET_ETCD36):
+// what "the kubelet" runs for an etcd 3.6 image.
+func Etcd36Binary(t TB) string {
+	t.Helper()
+	return testbin.Executable(t, "ETCDLET_ETCD36", "", testbin.HowEtcd36)
+}
+
 // Kubelet stands in for the kubelet's static-pod handling of one node: it
 // watches the manifest dir and runs etcd.yaml's container command as a
 // process (the executable replaced by the etcd binary that stands for the
