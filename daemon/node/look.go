@@ -336,6 +336,13 @@ func (n *Node) versionChangeProblem(s *Snapshot) localmember.Problem {
 	if err := etcdversion.CheckPatchFloor(want, running); err != nil {
 		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: keeping + ": " + err.Error()}
 	}
+	if voters, _ := s.View.Voters(); voters == 2 && !n.twoNode(*s) {
+		// The restart costs the quorum of two voters for as long as it
+		// takes; only pacemaker's fencing (a two-node cluster) keeps the
+		// other from being taken for lost meanwhile.
+		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion,
+			Reason: keeping + ": the cluster has two voters, which lose their quorum while one restarts, and pacemaker does not fence this pair (pacemaker.enabled with these two listed nodes); add a third member first, or take the manifest over (the annotation etcdlet.io/disable-protection) and change it by hand"}
+	}
 	if want.Less(runs) {
 		// A downgrade: etcd lowers each member's storage version to the
 		// target (seconds after the downgrade is enabled); the older etcd

@@ -1,6 +1,7 @@
 package node
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -9,6 +10,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/pacemaker/model"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 )
 
@@ -96,25 +98,30 @@ func TestVersionChangeProblem(t *testing.T) {
 		return withStorage("", reached, downgradeTo, versions...)
 	}
 	tests := []struct {
-		name          string
-		want, runs    etcdversion.Minor
-		running       bool
-		view          membership.View
-		refused       string
-		keepingOnRuns bool
+		name       string
+		want, runs etcdversion.Minor
+		running    bool
+		// pacemaker: pacemaker is configured, and the list names this
+		// node and one more (a two-node cluster).
+		pacemaker bool
+		view      membership.View
+		refused   string
 	}{
 		{name: "the same minor (a patch change)", want: v36, runs: v36, running: true, view: members(true, "", "3.6.16", "3.6.16")},
 		{name: "a minor up, every member at the patch floor", want: v37, runs: v36, running: true, view: members(true, "", "3.6.16", "3.6.11", "3.6.12")},
 		{name: "a minor up, a member below the patch floor", want: v37, runs: v36, running: true, view: members(true, "", "3.6.16", "3.6.5"),
 			refused: "keeping the local member on etcd 3.6, not restarting it on 3.7: etcd 3.7 does not start beside member etcd-main-3.6.5, which runs etcd 3.6.5"},
-		{name: "a minor up once the upgrade is under way", want: v37, runs: v36, running: true, view: members(true, "", "3.7.3", "3.6.5")},
+		{name: "a minor up once the upgrade is under way", want: v37, runs: v36, running: true, view: members(true, "", "3.7.3", "3.6.5", "3.6.16")},
 		{name: "a skipped minor", want: v37, runs: v35, running: true, view: members(true, "", "3.5.26", "3.5.26"),
 			refused: "(the lowest etcd version of the cluster's members is 3.5): "},
 		{name: "a minor down without a downgrade", want: v36, runs: v37, running: true, view: members(true, "", "3.7.3", "3.7.3"),
 			refused: "etcd 3.6 cannot run a member of a cluster at version 3.7"},
-		{name: "a minor down with the downgrade enabled, the data lowered", want: v36, runs: v37, running: true, view: withStorage("3.6.0", true, "3.6.0", "3.7.3", "3.7.3")},
-		{name: "a minor down with the downgrade enabled, the data not lowered yet", want: v36, runs: v37, running: true, view: withStorage("3.7.0", true, "3.6.0", "3.7.3", "3.7.3"),
+		{name: "a minor down with the downgrade enabled, the data lowered", want: v36, runs: v37, running: true, view: withStorage("3.6.0", true, "3.6.0", "3.7.3", "3.7.3", "3.6.16")},
+		{name: "a minor down with the downgrade enabled, the data not lowered yet", want: v36, runs: v37, running: true, view: withStorage("3.7.0", true, "3.6.0", "3.7.3", "3.7.3", "3.6.16"),
 			refused: `its data's storage version is "3.7.0", and etcd 3.6 starts only on data that etcd lowered to 3.6`},
+		{name: "two voters without pacemaker's fencing", want: v37, runs: v36, running: true, view: members(true, "", "3.6.16", "3.6.16"),
+			refused: "the cluster has two voters, which lose their quorum while one restarts, and pacemaker does not fence this pair"},
+		{name: "two voters fenced by pacemaker", want: v37, runs: v36, running: true, pacemaker: true, view: members(true, "", "3.6.16", "3.6.16")},
 		{name: "no quorum: the versions cannot be checked", want: v37, runs: v36, running: true, view: members(false, "", "3.6.16"),
 			refused: "the cluster does not answer with quorum"},
 		{name: "not running: the start's rules apply instead", want: v37, runs: v35, view: members(true, "", "3.5.26")},
@@ -125,6 +132,11 @@ func TestVersionChangeProblem(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			n := &Node{Deps: Deps{Settings: Settings{EtcdVersion: tt.want}}}
 			s := &Snapshot{Self: self, View: tt.view, Runtime: runtime.Status{Running: tt.running, Version: tt.runs}}
+			if tt.pacemaker {
+				n.Pacemaker = func() (*model.Cluster, string) { return nil, "" }
+				n.ForceAlone = func(context.Context, string) (string, uint64, error) { return "", 0, nil }
+				s.Desired = []identity.Member{self, {Name: "etcd-main-192.0.2.2", PeerURL: "https://192.0.2.2:2380"}}
+			}
 			expectVersionRefusal(t, n.versionChangeProblem(s), tt.refused)
 		})
 	}
