@@ -18,6 +18,7 @@ import (
 	"go.etcd.io/etcd/server/v3/storage/schema"
 
 	"github.com/etcdlet/etcdlet/internal/atomicfile"
+	"github.com/etcdlet/etcdlet/internal/flock"
 )
 
 // Contents is what a data dir holds of a member.
@@ -166,23 +167,11 @@ func uniquePath(base string) string {
 // data dir of a member whose process is still stopping (the kubelet takes
 // its time) must not be moved.
 func InUse(dataDir string) (bool, error) {
-	f, err := os.Open(filepath.Join(dataDir, "member", "snap", "db"))
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
+	held, err := flock.Held(filepath.Join(dataDir, "member", "snap", "db"))
 	if err != nil {
 		return false, fmt.Errorf("inspect data dir %s: %w", dataDir, err)
 	}
-	defer f.Close()
-	switch err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); {
-	case err == nil:
-		_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
-		return false, nil
-	case errors.Is(err, syscall.EWOULDBLOCK):
-		return true, nil
-	default:
-		return false, fmt.Errorf("inspect data dir %s: %w", dataDir, err)
-	}
+	return held, nil
 }
 
 // IsMountPoint reports whether path (after symlinks) is a mount point, as

@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"os"
 	"syscall"
+
+	"github.com/etcdlet/etcdlet/internal/flock"
 )
 
 // ErrHeld is the error of Acquire on a state dir another agent holds.
@@ -49,20 +51,9 @@ func (l *Lock) Release() { _ = l.dir.Close() }
 // another Lock, or another agent. A state dir that does not exist is not
 // held.
 func Held(stateDir string) (bool, error) {
-	dir, err := os.Open(stateDir)
-	if errors.Is(err, os.ErrNotExist) {
-		return false, nil
-	}
+	held, err := flock.Held(stateDir)
 	if err != nil {
 		return false, fmt.Errorf("is agent.stateDir %s locked: %w", stateDir, err)
 	}
-	defer dir.Close()
-	switch err := syscall.Flock(int(dir.Fd()), syscall.LOCK_SH|syscall.LOCK_NB); {
-	case err == nil:
-		return false, nil // closing the file drops the shared lock
-	case errors.Is(err, syscall.EWOULDBLOCK):
-		return true, nil
-	default:
-		return false, fmt.Errorf("is agent.stateDir %s locked: %w", stateDir, err)
-	}
+	return held, nil
 }

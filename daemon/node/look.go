@@ -297,11 +297,7 @@ func (n *Node) versionProblem(s *Snapshot) localmember.Problem {
 		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: fmt.Sprintf("not starting the local member (%s is %s): %v", from, cluster, err)}
 	}
 	if s.View.Reached {
-		var running []etcdversion.RunningVersion
-		for _, m := range s.View.Members {
-			running = append(running, etcdversion.RunningVersion{Member: m.Name, Version: m.Health.Version})
-		}
-		if err := etcdversion.CheckPatchFloor(server, running); err != nil {
+		if err := etcdversion.CheckPatchFloor(server, runningVersions(s.View)); err != nil {
 			return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: "not starting the local member: " + err.Error()}
 		}
 	}
@@ -329,11 +325,7 @@ func (n *Node) versionChangeProblem(s *Snapshot) localmember.Problem {
 	if err := etcdversion.CheckMember(want, cluster); err != nil {
 		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: fmt.Sprintf("%s (%s is %s): %v", keeping, from, cluster, err)}
 	}
-	var running []etcdversion.RunningVersion
-	for _, m := range s.View.Members {
-		running = append(running, etcdversion.RunningVersion{Member: m.Name, Version: m.Health.Version})
-	}
-	if err := etcdversion.CheckPatchFloor(want, running); err != nil {
+	if err := etcdversion.CheckPatchFloor(want, runningVersions(s.View)); err != nil {
 		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: keeping + ": " + err.Error()}
 	}
 	if voters, _ := s.View.Voters(); voters == 2 && !n.twoNode(*s) {
@@ -358,6 +350,16 @@ func (n *Node) versionChangeProblem(s *Snapshot) localmember.Problem {
 		}
 	}
 	return localmember.Problem{}
+}
+
+// runningVersions are the server versions the cluster's members run,
+// for the patch floors.
+func runningVersions(v membership.View) []etcdversion.RunningVersion {
+	running := make([]etcdversion.RunningVersion, 0, len(v.Members))
+	for _, m := range v.Members {
+		running = append(running, etcdversion.RunningVersion{Member: m.Name, Version: m.Health.Version})
+	}
+	return running
 }
 
 // clusterVersion is the version a running cluster holds its members to:
