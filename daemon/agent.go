@@ -16,11 +16,13 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
 
+	clientv3 "go.etcd.io/etcd/client/v3"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/etcdlet/etcdlet/config"
@@ -81,6 +83,7 @@ type Agent struct {
 	certs       *certs.Watch             // the certificate expiry metric
 	restarts    *memberrestart.Requests  // member restarts after a renewal, which the loop carries out
 	autoRenew   *memberrestart.AutoRenew // nil unless certificates.autoRenew
+	rollout     *memberrestart.Rollout   // restarts for the changes the node holds
 	listKeeper  *clusterlist.Keeper      // nil unless members.source cluster
 	notifier    *systemd.Notifier
 	health      healthState
@@ -172,8 +175,14 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	}
 	a.certs = certs.NewWatch(certs.CertTargets(cfg), log, m)
 	a.restarts = memberrestart.NewRequests()
+	backups := memberrestart.Backups{Dir: filepath.Join(cfg.Agent.StateDir, "version-changes"), Keep: memberrestart.BackupsKept,
+		Client: func() (*clientv3.Client, error) { return pool.NewMulti([]string{a.node.Self().ClientURL}) }}
 	a.tasks.Register(memberrestart.Type(memberrestart.Deps{Requests: a.restarts, Self: a.node.Self, Status: pool.Status,
-		Files: memberrestart.FilesFrom(cfg), CallTimeout: cfg.Agent.CallTimeout, Served: a.certs.Refresh}))
+		Files: memberrestart.FilesFrom(cfg), CallTimeout: cfg.Agent.CallTimeout, Served: a.certs.Refresh, Save: backups.Save}))
+	a.rollout = &memberrestart.Rollout{Log: log.With("component", "rollout"), Now: time.Now,
+		Restart: func(ctx context.Context, params map[string]string) (task.Task, error) {
+			return a.tasks.Run(ctx, task.Request{Type: memberrestart.TaskType, Params: params, Source: "held change"})
+		}}
 	if cfg.Certificates.AutoRenew {
 		a.autoRenew = memberrestart.AutoRenewFrom(cfg)
 		a.autoRenew.Self, a.autoRenew.Log = a.node.Self, log.With("component", "certificates")
@@ -301,6 +310,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		began := time.Now()
 		next := a.node.Pass(ctx)
 		a.health.passed(began, time.Now())
+		a.rollout.Offer(loopCtx, &wg, a.node.Last().HeldChange)
 		a.startPeerEndpoint(&wg)
 		if self := a.node.Self(); self.IP.IsValid() {
 			a.tasks.StartAPI(&wg, self.IP.String())

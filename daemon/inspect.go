@@ -21,6 +21,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
 	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod"
+	"github.com/etcdlet/etcdlet/daemon/runtime/staticpod/manifest"
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
@@ -227,6 +228,20 @@ func (p probedRuntime) Status() runtime.Status {
 	}
 	inUse, _ := datadir.InUse(p.cfg.Etcd.DataDir)
 	return runtime.Status{Running: inUse}
+}
+
+// WouldRestart tells, as the agent's static-pod runtime does, whether the
+// manifest in place differs from what the agent renders now: a change the
+// agent holds for a member-restart task (node.HeldChange).
+func (p probedRuntime) WouldRestart(spec runtime.Spec) (bool, error) {
+	if p.cfg.Etcd.Runtime != config.RuntimeStaticPod {
+		return false, nil
+	}
+	data, err := manifest.Render(spec, p.cfg.StaticPod)
+	if err != nil {
+		return false, err
+	}
+	return staticpod.ManifestDiffers(p.cfg.StaticPod.ManifestPath(), data)
 }
 
 func (probedRuntime) Apply(context.Context, runtime.Spec) error {

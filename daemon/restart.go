@@ -11,20 +11,27 @@ import (
 )
 
 // restartMember runs in the agent's loop between two passes, so that no
-// pass races it: it looks at the cluster afresh, refuses unless
-// memberrestart.Allowed, stops the member through the runtime and waits until it
-// let go of its data dir. The pass that follows at once finds the member
-// stopped on its data and starts it again with the same spec (decision
-// restart), exactly as after a crash.
+// pass races it. It looks at the cluster afresh and answers whether the
+// member is caught up (memberrestart.CaughtUp), or may restart
+// (memberrestart.Allowed), or restarts it: it stops the member through the
+// runtime and waits until it let go of its data dir. The pass that
+// follows at once finds the member stopped on its data and starts it
+// again with the spec in force (decision restart), exactly as after a
+// crash: the same spec after a renewal, the new one after a change the
+// node held.
 func (a *Agent) restartMember(ctx context.Context, req memberrestart.Request) {
 	snap := a.node.Look(ctx)
+	if req.Ask == memberrestart.AskCaughtUp {
+		req.Answer(memberrestart.CaughtUp(snap))
+		return
+	}
 	id, err := memberrestart.Allowed(snap)
-	if err != nil || req.Check {
+	if err != nil || req.Ask == memberrestart.AskAllowed {
 		req.Answer(id, err)
 		return
 	}
 	log := a.log.With("memberID", membership.IDString(id))
-	log.Info("restarting the local member on its renewed certificates (" + memberrestart.TaskType + " task)")
+	log.Info("restarting the local member ("+memberrestart.TaskType+" task)", "reason", req.Reason)
 	if err := a.runtime.Stop(ctx); err != nil {
 		req.Answer(id, fmt.Errorf("stop the local member: %w", err))
 		return

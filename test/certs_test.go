@@ -158,7 +158,7 @@ func certsServed(t *testing.T, files *harness.TLSFiles, rawURL string) (*x509.Ce
 
 // certsRestartLog is what an agent logs when it restarts its member for
 // `certs renew`.
-const certsRestartLog = "restarting the local member on its renewed certificates (member-restart task)"
+const certsRestartLog = "restarting the local member (member-restart task)"
 
 func certsSerial(c *x509.Certificate) string {
 	if c == nil {
@@ -316,7 +316,7 @@ func TestCertsKubeadmCheckAndRenew(t *testing.T) {
 		if n == staticPod && c.Kubelet(n).Starts() <= starts {
 			t.Errorf("the static pod's etcd was not started again (%d starts, %d before)", c.Kubelet(n).Starts(), starts)
 		}
-		if n != staticPod && c.Agent(n).CountLog(certsRestartLog, nil) != 1 {
+		if n != staticPod && c.Agent(n).CountLog(certsRestartLog, map[string]string{"reason": "its renewed certificates"}) != 1 {
 			t.Errorf("host %d's agent did not log its member's restart once", n)
 		}
 	}

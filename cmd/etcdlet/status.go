@@ -76,14 +76,16 @@ has not reloaded yet, or refused because it needs a restart), the report
 begins with "CONFIGURATION NOT IN FORCE" and the reason.
 
 With --wait, poll until membership matches the list with every member
-voting and healthy.
+voting and healthy, and no change that restarts this node's member (a new
+staticPod.image) is still held for its member-restart task.
 
 Exit codes, for scripts (the first that holds wins):
   4  unreachable: no member of the cluster answered (also a new cluster
      before its founding act: etcdlet bootstrap --approve on one node)
   3  no quorum: members answer, but not a majority of the voters agree
   2  the member list is invalid or unreadable (the cluster has quorum)
-  1  --wait: membership did not match the list in time; or the command
+  1  --wait: membership did not match the list in time, or this node
+     still holds a change; or the command
      could not run (invalid configuration, bad flags)
   0  the cluster has quorum and the list is valid (with --wait: and
      membership matches it, every member voting and healthy)
@@ -142,7 +144,7 @@ func waitForReport(ctx context.Context, cfg *config.Config, wait time.Duration) 
 		if report.Reporting, err = kubereport.Read(cfg.Agent.StateDir); err != nil {
 			report.Reporting = []kube.TargetState{{Target: "the agent's saved reporting state", LastError: err.Error()}}
 		}
-		if report.Converged || !time.Now().Before(deadline) {
+		if report.Done() || !time.Now().Before(deadline) {
 			if cfg.Members.Source == config.SourceCluster {
 				report.ClusterList = clusterListLine(ctx, cfg, inspector)
 			}
@@ -185,7 +187,7 @@ func statusCode(r statusreport.Report, waited bool) int {
 		return exitNoQuorum
 	case len(r.ListProblems) > 0:
 		return exitListInvalid
-	case waited && !r.Converged:
+	case waited && !r.Done():
 		return exitNotConverged
 	}
 	return exitOK
@@ -211,6 +213,9 @@ func statusError(r statusreport.Report, wait time.Duration) error {
 		why = "the member list is invalid: " + strings.Join(r.ListProblems, "; ")
 	case exitNotConverged:
 		why = fmt.Sprintf("membership did not match the list within %s", wait)
+		if r.Converged {
+			why = fmt.Sprintf("this node still holds a change that restarts its member (%s) after %s", r.Local.Held, wait)
+		}
 	}
 	return &exitError{code: code, err: errors.New(why)}
 }

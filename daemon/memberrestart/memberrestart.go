@@ -10,6 +10,13 @@
 // than at the next reboot. As a task it holds the cluster-wide task lock,
 // so that no two members restart at once, whoever asks.
 //
+// The agent submits it too for a change that restarts a serving member
+// (node.HeldChange): a new staticPod.image, other flags, another
+// rendering after an etcdlet upgrade. For a version change (parameter
+// version) it first saves the member's database beside the agent's state
+// (Deps.Save), and the lock goes to the next host only once the member is
+// back as a caught-up voter reporting that version.
+//
 // The handler never stops the member itself: it asks the agent's loop
 // (Requests), which stops it between two passes, so that no pass races
 // the stop.
@@ -31,6 +38,7 @@ import (
 	"go.etcd.io/etcd/client/pkg/v3/transport"
 
 	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon/etcdversion"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
@@ -41,6 +49,16 @@ import (
 
 // TaskType is the task's type name.
 const TaskType = "member-restart"
+
+// Parameters of the task, both optional.
+const (
+	// ParamReason says what the restart is for, in the log and the task's
+	// description; by default renewed certificates.
+	ParamReason = "reason"
+	// ParamVersion is the etcd minor (3.7) the member must run after the
+	// restart: a version change, which saves the database first.
+	ParamVersion = "version"
+)
 
 // Bounds of a restart.
 const (
@@ -61,47 +79,6 @@ const (
 	admitSettle = 10 * time.Second
 )
 
-// Requests carries the handler's asks to the agent's loop.
-type Requests struct{ c chan Request }
-
-// NewRequests makes the channel between the handler and the loop.
-func NewRequests() *Requests { return &Requests{c: make(chan Request)} }
-
-// C is where the loop receives the asks.
-func (r *Requests) C() <-chan Request { return r.c }
-
-// Request asks the loop to restart the local member, or only whether it
-// may (Check). The loop answers every request once.
-type Request struct {
-	Check bool
-	reply chan reply // buffered: the loop never waits on a caller gone away
-}
-
-type reply struct {
-	memberID uint64
-	err      error
-}
-
-// Answer gives the loop's answer: the local member's ID, and why it may
-// not restart or why the restart failed.
-func (r Request) Answer(memberID uint64, err error) { r.reply <- reply{memberID, err} }
-
-// ask hands a request to the loop and waits for its answer.
-func (r *Requests) ask(ctx context.Context, check bool) (uint64, error) {
-	req := Request{Check: check, reply: make(chan reply, 1)}
-	select {
-	case r.c <- req:
-	case <-ctx.Done():
-		return 0, context.Cause(ctx)
-	}
-	select {
-	case a := <-req.reply:
-		return a.memberID, a.err
-	case <-ctx.Done():
-		return 0, context.Cause(ctx)
-	}
-}
-
 // Deps are what the handler works with.
 type Deps struct {
 	Requests *Requests
@@ -117,6 +94,9 @@ type Deps struct {
 	// Served is called once the member serves the renewed files (the
 	// expiry metric reads them again at once).
 	Served func()
+	// Save saves the local member's database before a version change and
+	// returns the file's path (Backups.Save).
+	Save func(ctx context.Context, name string) (string, error)
 }
 
 // Files are the certificate files a restarted member must serve: the
@@ -151,12 +131,23 @@ func FilesFrom(cfg *config.Config) Files {
 // Type is the task type, for the task runner's registry.
 func Type(d Deps) task.Type {
 	return task.Type{Name: TaskType, Timeout: timeout,
-		Summary: "restart this node's member on renewed certificates, refused unless the other voters keep quorum",
+		Summary: "restart this node's member (renewed certificates, a new etcd version or manifest), refused unless the other voters keep quorum",
 		New: func(t task.Task, env task.Env) (task.Handler, error) {
-			if len(t.Params) > 0 {
-				return nil, fmt.Errorf("%s takes no parameters", TaskType)
+			h := &handler{d: d, env: env, reason: "its renewed certificates"}
+			for k, v := range t.Params {
+				switch k {
+				case ParamReason:
+					h.reason = v
+				case ParamVersion:
+					m, ok := etcdversion.Parse(v)
+					if !ok {
+						return nil, fmt.Errorf("parameter %s=%q: want an etcd version such as 3.7", k, v)
+					}
+					h.version = m
+				default:
+					return nil, fmt.Errorf("unknown parameter %q (%s takes %s and %s)", k, TaskType, ParamReason, ParamVersion)
+				}
 			}
-			h := &handler{d: d, env: env}
 			if len(env.Progress) > 0 {
 				if err := json.Unmarshal(env.Progress, &h.progress); err != nil {
 					return nil, fmt.Errorf("progress: %w", err)
@@ -195,10 +186,33 @@ func Allowed(s node.Snapshot) (uint64, error) {
 	return self.ID, v.MayRestart(self.ID)
 }
 
+// CaughtUp says whether the local member is back as a voter caught up
+// with the leader: in raft, no learner, within MaxLeaderLag of the
+// leader's applied index, no alarm raised (membership's MayLead). The
+// next host may restart its member then without a failure here costing
+// quorum.
+func CaughtUp(s node.Snapshot) (uint64, error) {
+	v := s.View
+	if !v.Reached {
+		return 0, errors.New("the cluster has no quorum (no linearizable member list)")
+	}
+	i := slices.IndexFunc(v.Members, func(m membership.Member) bool { return slices.Contains(m.PeerURLs, s.Self.PeerURL) })
+	if i < 0 {
+		return 0, fmt.Errorf("the cluster has no member with this node's peer URL %s", s.Self.PeerURL)
+	}
+	id := v.Members[i].ID
+	if err := v.MayLead(id); err != nil {
+		return id, fmt.Errorf("it is no caught-up voter yet: %w", err)
+	}
+	return id, nil
+}
+
 // handler is the task's handler.
 type handler struct {
 	d        Deps
 	env      task.Env
+	reason   string
+	version  etcdversion.Minor
 	progress restartProgress
 }
 
@@ -210,6 +224,8 @@ type restartProgress struct {
 	// it had.
 	Asked     time.Time `json:"asked"`
 	StoppedAt time.Time `json:"stoppedAt"`
+	// Saved is the database saved before a version change.
+	Saved string `json:"saved,omitempty"`
 }
 
 // RestartOutput is the task's output: the member, how long it was down,
@@ -221,6 +237,10 @@ type RestartOutput struct {
 	Stopping string       `json:"stopping"`
 	Starting string       `json:"starting"`
 	Serving  []ServedCert `json:"serving"`
+	// Version is the etcd version the member runs after a version
+	// change, Saved the database saved before it.
+	Version string `json:"version,omitempty"`
+	Saved   string `json:"saved,omitempty"`
 }
 
 // ServedCert is the certificate a listener of the member serves, which is
@@ -241,7 +261,7 @@ type ServedCert struct {
 func (h *handler) Admit(ctx context.Context) task.Result {
 	deadline := time.Now().Add(admitSettle)
 	for {
-		_, err := h.d.Requests.ask(ctx, true)
+		_, err := h.d.Requests.ask(ctx, AskAllowed, h.reason)
 		if err == nil {
 			return task.Result{Description: "the other voters keep quorum without this member"}
 		}
@@ -257,16 +277,30 @@ func (h *handler) Admit(ctx context.Context) task.Result {
 	}
 }
 
-// Execute has the loop stop the member (unless an earlier attempt did),
-// then waits until it is back, healthy, and serving the certificate files.
+// Execute saves the database first for a version change, has the loop
+// stop the member (unless an earlier attempt did), then waits until it is
+// back, healthy, serving the certificate files, on the version asked, and
+// caught up with the leader: only then may the next host's restart take
+// the lock.
 func (h *handler) Execute(ctx context.Context) task.Result {
+	if !h.version.IsZero() && h.progress.Saved == "" && h.progress.StoppedAt.IsZero() {
+		h.env.Report("saving the member's database before the change to etcd " + h.version.String())
+		path, err := h.d.Save(ctx, "before-etcd-"+h.version.String()+"-"+time.Now().UTC().Format("20060102T150405Z")+".db")
+		if err != nil {
+			return task.Result{Error: fmt.Errorf("save the database before the change to etcd %s: %w", h.version, err)}
+		}
+		h.progress.Saved = path
+		if err := h.env.Checkpoint(h.progress); err != nil {
+			return task.Result{Error: fmt.Errorf("record the saved database: %w", err)}
+		}
+	}
 	if h.progress.StoppedAt.IsZero() {
 		asked := time.Now().UTC()
-		id, err := h.d.Requests.ask(ctx, false)
+		id, err := h.d.Requests.ask(ctx, AskRestart, h.reason)
 		if err != nil {
 			return task.Result{Error: err}
 		}
-		h.progress = restartProgress{MemberID: membership.IDString(id), Asked: asked, StoppedAt: time.Now().UTC()}
+		h.progress.MemberID, h.progress.Asked, h.progress.StoppedAt = membership.IDString(id), asked, time.Now().UTC()
 		if err := h.env.Checkpoint(h.progress); err != nil {
 			return task.Result{Error: fmt.Errorf("record the stop: %w", err)}
 		}
@@ -274,7 +308,7 @@ func (h *handler) Execute(ctx context.Context) task.Result {
 	}
 	var last error
 	for {
-		out, err := h.servesFiles(ctx, h.progress.MemberID)
+		out, err := h.back(ctx, h.progress.MemberID)
 		if err == nil {
 			// The metric shows the renewed files now, not at the next
 			// periodic read.
@@ -283,8 +317,9 @@ func (h *handler) Execute(ctx context.Context) task.Result {
 			}
 			out.Stopping = h.progress.StoppedAt.Sub(h.progress.Asked).Round(time.Millisecond).String()
 			out.Starting = time.Since(h.progress.StoppedAt).Round(time.Millisecond).String()
-			return task.Result{Description: fmt.Sprintf("member %s is back, serving the certificate files (stopping took %s, starting %s)",
-				out.MemberID, out.Stopping, out.Starting), Output: out}
+			out.Saved = h.progress.Saved
+			return task.Result{Description: fmt.Sprintf("member %s is back, serving the certificate files, a caught-up voter after the restart for %s (stopping took %s, starting %s)",
+				out.MemberID, h.reason, out.Stopping, out.Starting), Output: out}
 		}
 		if last == nil || err.Error() != last.Error() {
 			h.env.Report("waiting for member " + h.progress.MemberID + ": " + err.Error())
@@ -298,29 +333,50 @@ func (h *handler) Execute(ctx context.Context) task.Result {
 	}
 }
 
+// back checks that the restarted member serves the files (servesFiles),
+// runs the version asked, and is a voter caught up with the leader, as
+// the loop sees the cluster (CaughtUp).
+func (h *handler) back(ctx context.Context, memberID string) (RestartOutput, error) {
+	out, version, err := h.servesFiles(ctx, memberID)
+	if err != nil {
+		return out, err
+	}
+	if !h.version.IsZero() {
+		if m, _ := etcdversion.Parse(version); m != h.version {
+			return out, fmt.Errorf("it runs etcd %s, not %s yet", version, h.version)
+		}
+		out.Version = version
+	}
+	if _, err := h.d.Requests.ask(ctx, AskCaughtUp, h.reason); err != nil {
+		return out, err
+	}
+	return out, nil
+}
+
 // Cleanup has nothing to clean: a member stopped and not yet started is
 // started by the next pass anyway.
 func (h *handler) Cleanup(context.Context) task.Result { return task.Result{} }
 
 // servesFiles checks that the local member is back: its client URL
 // answers Status as memberID with a leader, and its client and peer
-// listeners serve exactly the certificates in the configured files.
-func (h *handler) servesFiles(ctx context.Context, memberID string) (RestartOutput, error) {
+// listeners serve exactly the certificates in the configured files. It
+// returns the etcd version the member reports.
+func (h *handler) servesFiles(ctx context.Context, memberID string) (RestartOutput, string, error) {
 	out := RestartOutput{MemberID: memberID}
 	self := h.d.Self()
 	if !self.IP.IsValid() {
-		return out, errors.New("this node's address is not known")
+		return out, "", errors.New("this node's address is not known")
 	}
 	callCtx, cancel := context.WithTimeout(ctx, h.d.CallTimeout)
 	defer cancel()
 	st, err := h.d.Status(callCtx, self.ClientURL)
 	switch {
 	case err != nil:
-		return out, fmt.Errorf("its client URL %s does not answer: %w", self.ClientURL, err)
+		return out, "", fmt.Errorf("its client URL %s does not answer: %w", self.ClientURL, err)
 	case membership.IDString(st.GetHeader().GetMemberId()) != memberID:
-		return out, fmt.Errorf("%s answers as member %s", self.ClientURL, membership.IDString(st.GetHeader().GetMemberId()))
+		return out, "", fmt.Errorf("%s answers as member %s", self.ClientURL, membership.IDString(st.GetHeader().GetMemberId()))
 	case st.Leader == 0:
-		return out, errors.New("it has no leader yet")
+		return out, "", errors.New("it has no leader yet")
 	}
 	for _, l := range h.d.Files.listeners(self) {
 		if l.certFile == "" {
@@ -328,18 +384,18 @@ func (h *handler) servesFiles(ctx context.Context, memberID string) (RestartOutp
 		}
 		want, err := pki.ReadCertificate(l.certFile)
 		if err != nil {
-			return out, err
+			return out, "", err
 		}
 		got, err := servedCert(ctx, l.url, l.dial, h.d.CallTimeout)
 		if err != nil {
-			return out, fmt.Errorf("TLS handshake with its %s listener %s: %w", l.name, l.url, err)
+			return out, "", fmt.Errorf("TLS handshake with its %s listener %s: %w", l.name, l.url, err)
 		}
 		if !got.Equal(want) {
-			return out, fmt.Errorf("its %s listener serves serial %s, not the one in %s (serial %s)", l.name, pki.SerialString(got), l.certFile, pki.SerialString(want))
+			return out, "", fmt.Errorf("its %s listener serves serial %s, not the one in %s (serial %s)", l.name, pki.SerialString(got), l.certFile, pki.SerialString(want))
 		}
 		out.Serving = append(out.Serving, ServedCert{Listener: l.name, URL: l.url, File: l.certFile, Serial: pki.SerialString(got), NotAfter: got.NotAfter.UTC()})
 	}
-	return out, nil
+	return out, st.Version, nil
 }
 
 // servedCert is the certificate a TLS listener serves, dialled with the

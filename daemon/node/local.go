@@ -23,6 +23,11 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) (next time.Duration, ok
 	d := s.Decision
 	switch d.Kind {
 	case localmember.Keep:
+		if h := s.HeldChange; h != nil {
+			n.logOnce("held", h.Reason, slog.LevelInfo, "holding a change that restarts the local member until a member-restart task carries it out under the cluster-wide task lock",
+				"change", h.Reason)
+			return interval, true
+		}
 		// Level-triggered: a static pod's manifest is rendered again and
 		// rewritten if it was lost or etcdlet's rendering changed.
 		spec, _ := SpecFor(n.Settings.Member, s.Self, d, n.state)

@@ -16,7 +16,6 @@ import (
 	"github.com/etcdlet/etcdlet/config"
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/datadir"
-	"github.com/etcdlet/etcdlet/daemon/etcdversion"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
@@ -56,6 +55,11 @@ type Snapshot struct {
 	// cluster of two listed nodes has no quorum, and pacemaker is
 	// configured.
 	TwoNode *twonode.Verdict
+	// HeldChange, when set, is a change of the running member's spec that
+	// this node holds: applied, it would restart a member that serves in
+	// a cluster of three voters or more. A member-restart task carries it
+	// out under the cluster-wide task lock (heldChange).
+	HeldChange *HeldChange
 }
 
 // Look is the read-only snapshot: it reads the list, the node's member
@@ -114,6 +118,7 @@ func (n *Node) look(ctx context.Context, acting bool) Snapshot {
 	})
 	n.refuseOrphaning(&s)
 	s.Decision = n.decide(ctx, &s)
+	s.HeldChange = n.heldChange(&s)
 	if acting {
 		n.noteList(&s)
 	}
@@ -268,115 +273,6 @@ func (n *Node) dataProblem(s *Snapshot) localmember.Problem {
 			Reason: fmt.Sprintf("etcd.dataDirMustBeMount: %s is not a mount point; a disk that failed to mount must not pass for lost data: mount it, or set dataDirMustBeMount false", n.Settings.DataDir)}
 	}
 	return localmember.Problem{}
-}
-
-// versionProblem says why the local member must not start with the etcd
-// version it would run: the cluster version its data recorded, or else
-// the lowest server version of the cluster's members (a join), is above
-// that version or more than one minor below it (etcd itself would stop
-// the member at once, and say less); or it would be the first of a minor
-// upgrade beside members of the older minor below that minor's patch
-// floor (etcd would start it, and the upgrade could strand the cluster).
-func (n *Node) versionProblem(s *Snapshot) localmember.Problem {
-	server := n.Settings.EtcdVersion
-	if server.IsZero() || s.Runtime.Running {
-		return localmember.Problem{}
-	}
-	cluster, from := etcdversion.Minor{}, ""
-	if s.Data.WAL {
-		v, err := n.DataDir.ClusterVersion()
-		if err != nil {
-			n.logOnce("version", err.Error(), slog.LevelWarn, "cannot read the cluster version of the data dir", "error", err)
-		}
-		cluster, _ = etcdversion.ParseRecorded(v)
-		from = "the cluster version its data records"
-	} else if s.View.Reached {
-		cluster, from = clusterVersion(s.View)
-	}
-	if err := etcdversion.CheckMember(server, cluster); err != nil {
-		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: fmt.Sprintf("not starting the local member (%s is %s): %v", from, cluster, err)}
-	}
-	if s.View.Reached {
-		if err := etcdversion.CheckPatchFloor(server, runningVersions(s.View)); err != nil {
-			return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: "not starting the local member: " + err.Error()}
-		}
-	}
-	return localmember.Problem{}
-}
-
-// versionChangeProblem says why a running member must not be restarted
-// on the etcd version the configuration now names (a new staticPod.image):
-// the same rules as for a start (versionProblem), against the running
-// cluster, since etcd itself would stop the new member at once, or, below
-// a patch floor, start it into a known bug. Until the rules allow the
-// change it waits, and the member keeps running what it runs: refused,
-// the static pod's manifest stays as it is.
-func (n *Node) versionChangeProblem(s *Snapshot) localmember.Problem {
-	want, runs := n.Settings.EtcdVersion, s.Runtime.Version
-	if !s.Runtime.Running || want.IsZero() || runs.IsZero() || want == runs {
-		return localmember.Problem{}
-	}
-	keeping := fmt.Sprintf("keeping the local member on etcd %s, not restarting it on %s", runs, want)
-	if !s.View.Reached {
-		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion,
-			Reason: keeping + ": the cluster does not answer with quorum, so its members' versions cannot be checked"}
-	}
-	cluster, from := clusterVersion(s.View)
-	if err := etcdversion.CheckMember(want, cluster); err != nil {
-		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: fmt.Sprintf("%s (%s is %s): %v", keeping, from, cluster, err)}
-	}
-	if err := etcdversion.CheckPatchFloor(want, runningVersions(s.View)); err != nil {
-		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: keeping + ": " + err.Error()}
-	}
-	if voters, _ := s.View.Voters(); voters == 2 && !n.twoNode(*s) {
-		// The restart costs the quorum of two voters for as long as it
-		// takes; only pacemaker's fencing (a two-node cluster) keeps the
-		// other from being taken for lost meanwhile.
-		return localmember.Problem{Refusal: localmember.RefuseEtcdVersion,
-			Reason: keeping + ": the cluster has two voters, which lose their quorum while one restarts, and pacemaker does not fence this pair (pacemaker.enabled with these two listed nodes); add a third member first, or take the manifest over (the annotation etcdlet.io/disable-protection) and change it by hand"}
-	}
-	if want.Less(runs) {
-		// A downgrade: etcd lowers each member's storage version to the
-		// target (seconds after the downgrade is enabled); the older etcd
-		// does not start on data of a later storage version.
-		i := slices.IndexFunc(s.View.Members, func(m membership.Member) bool { return slices.Contains(m.PeerURLs, s.Self.PeerURL) })
-		if i < 0 {
-			return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: keeping + ": the cluster has no member with this node's peer URL " + s.Self.PeerURL}
-		}
-		if storage, ok := etcdversion.Parse(s.View.Members[i].Health.StorageVersion); !ok || want.Less(storage) {
-			return localmember.Problem{Refusal: localmember.RefuseEtcdVersion,
-				Reason: fmt.Sprintf("%s: its data's storage version is %q, and etcd %s starts only on data that etcd lowered to %s, as it does within seconds of the downgrade being enabled",
-					keeping, s.View.Members[i].Health.StorageVersion, want, want)}
-		}
-	}
-	return localmember.Problem{}
-}
-
-// runningVersions are the server versions the cluster's members run,
-// for the patch floors.
-func runningVersions(v membership.View) []etcdversion.RunningVersion {
-	running := make([]etcdversion.RunningVersion, 0, len(v.Members))
-	for _, m := range v.Members {
-		running = append(running, etcdversion.RunningVersion{Member: m.Name, Version: m.Health.Version})
-	}
-	return running
-}
-
-// clusterVersion is the version a running cluster holds its members to:
-// the target of a downgrade enabled in it (etcd lowers the cluster
-// version to it at once), else the lowest server version of its members.
-func clusterVersion(v membership.View) (etcdversion.Minor, string) {
-	for _, m := range v.Members {
-		if target, ok := etcdversion.Parse(m.Health.DowngradeTarget); ok {
-			return target, "the target of the downgrade enabled in the cluster"
-		}
-	}
-	var versions []string
-	for _, m := range v.Members {
-		versions = append(versions, m.Health.Version)
-	}
-	lowest, _ := etcdversion.Lowest(versions...)
-	return lowest, "the lowest etcd version of the cluster's members"
 }
 
 // flapping says why the node does not rejoin: it moved its data aside

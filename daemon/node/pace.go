@@ -37,12 +37,13 @@ func (n *Node) pace(snap Snapshot, next time.Duration, ok bool) time.Duration {
 }
 
 // settled is true when nothing is left to do or to watch: the list is in
-// force, the local member runs as a listed member, the cluster answers
-// with quorum, its members are exactly the list, each a healthy voter (in
-// raft, no alarm), nothing is planned and no other cluster answers.
+// force, the local member runs as a listed member and holds no change,
+// the cluster answers with quorum, its members are exactly the list, each
+// a healthy voter (in raft, no alarm), nothing is planned and no other
+// cluster answers.
 func settled(s Snapshot) bool {
 	v := s.View
-	if !s.ListOK || s.Orphaning != "" || !v.Reached || s.Decision.Kind != localmember.Keep || !s.Plan.Converged() ||
+	if !s.ListOK || s.Orphaning != "" || !v.Reached || s.Decision.Kind != localmember.Keep || s.HeldChange != nil || !s.Plan.Converged() ||
 		len(v.Alarms) > 0 || len(v.Foreign) > 0 || len(v.Stale) > 0 || len(v.Expired) > 0 {
 		return false
 	}

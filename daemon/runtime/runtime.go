@@ -95,6 +95,18 @@ type Runtime interface {
 	Changed() <-chan struct{}
 }
 
+// Restarting is a runtime whose Apply restarts a running member when its
+// spec changes: the static pod, whose new manifest the kubelet runs by
+// stopping etcd and starting it again. The agent holds such a change of a
+// member that serves, and restarts it through a member-restart task under
+// the cluster-wide task lock, so that no two members restart at once.
+type Restarting interface {
+	// WouldRestart reports whether Apply(spec) would restart the running
+	// member: what it runs differs from spec's rendering, and it is
+	// etcdlet's to change.
+	WouldRestart(spec Spec) (bool, error)
+}
+
 // Settings are what a member's spec takes from the configuration,
 // narrowed once (SettingsFrom) so that the spec's builders see nothing
 // else of it.

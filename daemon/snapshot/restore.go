@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"log/slog"
 	"net/url"
@@ -247,29 +246,11 @@ func replay(ctx context.Context, o RestoreOptions, dir, saveTo string, log *slog
 		}
 	}
 	if saveTo != "" {
-		if err := save(ctx, cli, saveTo); err != nil {
+		if err := SaveDB(ctx, cli, saveTo); err != nil {
 			return 0, fmt.Errorf("save the replayed database for the revision bump: %w", err)
 		}
 	}
 	return rev, nil
-}
-
-// save writes the database etcd serves through cli to path.
-func save(ctx context.Context, cli *clientv3.Client, path string) error {
-	rc, err := cli.Snapshot(ctx)
-	if err != nil {
-		return err
-	}
-	defer rc.Close()
-	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return err
-	}
-	_, err = io.Copy(f, rc)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
 }
 
 // verify starts etcd on dir and checks that it reports revision want and

@@ -150,6 +150,10 @@ type Local struct {
 	// Refusal names the safety rule behind the decision, if any
 	// (etcdlet_refusals_total's reason), e.g. bootstrap-not-approved.
 	Refusal string `json:"refusal,omitempty"`
+	// Held is a change that restarts the running member (a new etcd
+	// version, another manifest), held until a member-restart task
+	// carries it out under the cluster-wide task lock.
+	Held string `json:"held,omitempty"`
 }
 
 // Plan is what the agent would do next.
@@ -204,12 +208,20 @@ func FromSnapshot(cluster string, s node.Snapshot) Report {
 	}
 	if s.Decision.Kind != "" {
 		r.Local = &Local{Node: s.Self.Name, Decision: string(s.Decision.Kind), Reason: s.Decision.Reason, Refusal: string(s.Decision.Refusal)}
+		if h := s.HeldChange; h != nil {
+			r.Local.Held = h.Reason
+		}
 	}
 	if s.SelfErr != nil {
 		r.Local = &Local{Decision: DecisionUnknownNode, Reason: "cannot tell which member is this node, so it does nothing: " + s.SelfErr.Error()}
 	}
 	return r
 }
+
+// Done is what etcdlet status --wait waits for: membership matches the
+// list (Converged), and this node holds no change for a member-restart
+// task.
+func (r Report) Done() bool { return r.Converged && (r.Local == nil || r.Local.Held == "") }
 
 // DecisionUnknownNode is this node's decision when it cannot tell its own
 // address (node.address unset, and no single listed address is local).
@@ -393,6 +405,9 @@ func WriteTable(w io.Writer, r Report) error {
 		line := fmt.Sprintf("this node (%s): %s", cmp.Or(l.Node, "address unknown"), l.Decision)
 		if l.Reason != "" {
 			line += ": " + l.Reason
+		}
+		if l.Held != "" {
+			line += "; holding a change that restarts it (" + l.Held + ") for a member-restart task, one host at a time"
 		}
 		fmt.Fprintln(w, line)
 	}

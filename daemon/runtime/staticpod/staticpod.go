@@ -6,9 +6,11 @@
 package staticpod
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -121,6 +123,32 @@ func (r *Runtime) Apply(_ context.Context, spec runtime.Spec) error {
 		}
 	}
 	return nil
+}
+
+// WouldRestart reports whether Apply(spec) would rewrite the manifest in
+// place, which the kubelet answers by restarting etcd.
+func (r *Runtime) WouldRestart(spec runtime.Spec) (bool, error) {
+	data, err := r.rendered(spec)
+	if err != nil {
+		return false, err
+	}
+	return ManifestDiffers(r.path, data)
+}
+
+// ManifestDiffers reports whether the manifest at path differs from data
+// and is etcdlet's to change: a missing manifest runs nothing to restart,
+// and one the operator took over is not rewritten.
+func ManifestDiffers(path string, data []byte) (bool, error) {
+	onDisk, err := os.ReadFile(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read manifest %s: %w", path, err)
+	case manifest.OptsOut(onDisk):
+		return false, nil
+	}
+	return !bytes.Equal(onDisk, data), nil
 }
 
 // rendered is Render(spec), from the last rendering when spec is the one

@@ -99,6 +99,41 @@ func TestApplyLeavesAnOperatorsManifest(t *testing.T) {
 	}
 }
 
+// WouldRestart tells a change of the manifest in place, which the kubelet
+// answers by restarting etcd, from everything that restarts nothing: no
+// manifest (nothing runs), the same rendering, or a manifest the operator
+// took over (Apply leaves it).
+func TestWouldRestartOnlyARunningManifestThatChanges(t *testing.T) {
+	rt, bootstrap, restart, _ := setup(t)
+	ctx := context.Background()
+	wouldRestart := func(when string, spec runtime.Spec, want bool) {
+		t.Helper()
+		got, err := rt.WouldRestart(spec)
+		if err != nil || got != want {
+			t.Errorf("%s: WouldRestart = %v, %v; want %v", when, got, err, want)
+		}
+	}
+	wouldRestart("no manifest", restart, false)
+	if err := rt.Apply(ctx, bootstrap); err != nil {
+		t.Fatal(err)
+	}
+	wouldRestart("the same spec", bootstrap, false)
+	wouldRestart("another spec", restart, true)
+	data, _ := os.ReadFile(rt.Path())
+	theirs := strings.Replace(string(data), "  annotations:\n", "  annotations:\n    "+manifest.DisableProtectionAnnotation+": \"\"\n", 1)
+	if err := os.WriteFile(rt.Path(), []byte(theirs), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	wouldRestart("the operator's manifest", restart, false)
+	if err := os.WriteFile(rt.Path(), data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := rt.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+	wouldRestart("a stopped member", restart, false)
+}
+
 // Apply renders a spec once and reuses the rendering while the spec stays
 // the same; a spec changed in place by its caller (a map or slice it
 // shares) is a new spec, and the manifest follows it.
