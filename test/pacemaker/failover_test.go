@@ -110,29 +110,11 @@ func TestTwoNodeFailover(t *testing.T) {
 
 	// 4. Both power off; master-0 boots first, master-1 (which held the
 	// cluster alone last) after it.
-	lc.powerOff(t, 0)
-	lc.powerOff(t, 1)
-	lc.startNode(t, 0)
-	restartAgent(t, c, 1)
-	// master-0 alone has no quorum, in pacemaker or in etcd, and forces
-	// nothing: it says why it waits.
-	waits := "two-node failover waits: the cluster has no quorum, and this node does not run its member alone"
-	before := c.Agent(1).CountLog(waits, map[string]string{"reason": "pacemaker has no quorum on this node: it may be the node that is cut off"})
-	harness.Eventually(t, time.Minute, "master-0 says why it does not fail over", func() error {
-		if c.Agent(1).CountLog(waits, map[string]string{"reason": "pacemaker has no quorum on this node: it may be the node that is cut off"}) == before {
-			return fmt.Errorf("not logged yet")
-		}
-		return nil
-	})
-	// etcdlet status on master-0 says the same.
-	status, _ := exec.Command("nsenter", "-t", strconv.Itoa(lc.initPID(0)), "-m", "-n", "-u", "-p", "--",
-		binary, "status", "--config", c.ConfigPath(1)).CombinedOutput()
-	if !strings.Contains(string(status), "two-node failover: waits: pacemaker has no quorum on this node") {
-		t.Errorf("etcdlet status on master-0 alone does not say why the failover waits:\n%s", status)
-	}
-	lc.startNode(t, 1)
-	restartAgent(t, c, 2)
-	c.Wait(cli, 2*time.Minute, 1, 2)
+	coldBoot(t, lc, c, cli, binary, 0)
+	// 5. Both power off again; this time master-1 boots first.
+	lc.waitFormed(t)
+	waitWitness(t, c, time.Now(), 1, 2)
+	coldBoot(t, lc, c, cli, binary, 1)
 	for n := 1; n <= 2; n++ {
 		if got := c.Agent(n).CountLog("two-node failover done: the member is the only member of its cluster; the peer rejoins as a learner when it returns", nil); got > 1 {
 			t.Errorf("agent %d failed over %d times, want at most once", n, got)
@@ -144,6 +126,36 @@ func TestTwoNodeFailover(t *testing.T) {
 	for _, v := range violations {
 		t.Errorf("violation: %s", v)
 	}
+}
+
+// coldBoot powers both nodes off and boots them one after the other,
+// node first first (binary is etcdlet's). Alone it has no quorum, in pacemaker or in etcd, and
+// forces nothing: its agent and etcdlet status say why it waits. Once the
+// other node runs too, the cluster is back with both.
+func coldBoot(t *testing.T, lc *liveCluster, c *harness.Cluster, cli *clientv3.Client, binary string, first int) {
+	t.Helper()
+	second := 1 - first
+	lc.powerOff(t, 0)
+	lc.powerOff(t, 1)
+	lc.startNode(t, first)
+	restartAgent(t, c, first+1)
+	waits := "two-node failover waits: the cluster has no quorum, and this node does not run its member alone"
+	why := map[string]string{"reason": "pacemaker has no quorum on this node: it may be the node that is cut off"}
+	before := c.Agent(first+1).CountLog(waits, why)
+	harness.Eventually(t, time.Minute, fmt.Sprintf("master-%d says why it does not fail over", first), func() error {
+		if c.Agent(first+1).CountLog(waits, why) == before {
+			return fmt.Errorf("not logged yet")
+		}
+		return nil
+	})
+	status, _ := exec.Command("nsenter", "-t", strconv.Itoa(lc.initPID(first)), "-m", "-n", "-u", "-p", "--",
+		binary, "status", "--config", c.ConfigPath(first+1)).CombinedOutput()
+	if !strings.Contains(string(status), "two-node failover: waits: pacemaker has no quorum on this node") {
+		t.Errorf("etcdlet status on master-%d alone does not say why the failover waits:\n%s", first, status)
+	}
+	lc.startNode(t, second)
+	restartAgent(t, c, second+1)
+	c.Wait(cli, 2*time.Minute, 1, 2)
 }
 
 // restartAgent starts agent n again once its process, killed with its
