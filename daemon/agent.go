@@ -47,6 +47,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/protect"
 	"github.com/etcdlet/etcdlet/daemon/restore"
 	"github.com/etcdlet/etcdlet/daemon/runtime"
+	"github.com/etcdlet/etcdlet/daemon/state"
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
 	"github.com/etcdlet/etcdlet/daemon/task"
 	"github.com/etcdlet/etcdlet/daemon/tasks"
@@ -84,6 +85,7 @@ type Agent struct {
 	restarts    *memberrestart.Requests  // member restarts after a renewal, which the loop carries out
 	autoRenew   *memberrestart.AutoRenew // nil unless certificates.autoRenew
 	rollout     *memberrestart.Rollout   // restarts for the changes the node holds
+	restored    state.Restored           // a restore to report at start (Kind "" when none)
 	listKeeper  *clusterlist.Keeper      // nil unless members.source cluster
 	notifier    *systemd.Notifier
 	health      healthState
@@ -117,6 +119,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 		return nil, err
 	}
 	store, st, pool := c.store, c.state, c.pool
+	restored := takeRestored(store, &st, log)
 	peerTLS, err := consent.ServerTLS(cfg.Etcd.TLS.Peer)
 	if err != nil {
 		pool.Close()
@@ -125,7 +128,7 @@ func New(cfg *config.Config, log *slog.Logger, version string) (*Agent, error) {
 	m := metrics.New(cfg.Cluster.Name)
 	m.SetBuildInfo(version)
 	a := &Agent{cfg: cfg, log: log, version: version, pool: pool, metrics: m, peerTLS: peerTLS,
-		reloads: make(chan reloadRequest), fresh: make(chan struct{}, 1), wakes: consent.NewWakes(consent.WakeInterval)}
+		reloads: make(chan reloadRequest), fresh: make(chan struct{}, 1), wakes: consent.NewWakes(consent.WakeInterval), restored: restored}
 	// The list source owns the list rules in force (a reload replaces
 	// them there); the keeper of the Etcd resource's list reads them from it.
 	a.source = memberlist.New(cfg.ListRules(), log, st.AppliedList())
@@ -252,6 +255,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		})
 	}
 	a.report.Start(loopCtx, &wg, a.localMember)
+	a.reportRestored()
 	a.tasks.Start(loopCtx, &wg)
 	wg.Go(func() { a.certs.Run(loopCtx) })
 	if a.autoRenew != nil {
@@ -369,6 +373,7 @@ func (a *Agent) startPeerEndpoint(wg *sync.WaitGroup) {
 func (a *Agent) retire(caller netip.Addr, req consent.RetireRequest) consent.RetireAnswer {
 	answer := a.node.Retire(caller, req)
 	if answer.Retired {
+		a.metrics.RecoverySteps.WithLabelValues(metrics.RecoveryRetired).Inc()
 		a.report.Events().Eventf(corev1.EventTypeWarning, kube.ReasonMemberRetired,
 			"promised %s not to start this node's member of cluster %s again: %s recovers that cluster from its data; this node's data goes aside (kept) and it joins the recovered cluster once it answers there",
 			req.By, req.Cluster, req.By)

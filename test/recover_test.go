@@ -194,6 +194,20 @@ func TestRecoverFromTheSurvivorsData(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(c.StateDir(3), "retired.json")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("node 3 still holds its promise after it joined the recovered cluster: %v", err)
 	}
+
+	// Node 1's agent reported the recovery at its start (a Warning Event,
+	// the log, etcdlet_recovery_steps_total), and node 3's that it left
+	// the old cluster; a restart of node 1's agent does not report the
+	// recovery again.
+	waitMetric(t, c.Agent(1), `etcdlet_recovery_steps_total{step="recovered"}`, "1", equals(1))
+	waitMetric(t, c.Agent(3), `etcdlet_recovery_steps_total{step="left"}`, "1", equals(1))
+	c.Agent(1).Stop()
+	c.Agent(1).Restart()
+	c.Wait(cli2, convergeTimeout, 1, 3, 4)
+	waitMetric(t, c.Agent(1), `etcdlet_recovery_steps_total{step="recovered"}`, "0 after a restart", equals(0))
+	if n := c.Agent(1).CountLog("starting on a cluster restored on this node", map[string]string{"kind": "recover"}); n != 1 {
+		t.Errorf("node 1's agent reported the recovery %d times, want once", n)
+	}
 }
 
 // requireUntouched asserts that a refused recovery changed nothing: the

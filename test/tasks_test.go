@@ -441,6 +441,10 @@ func TestRestoreAfterLostQuorum(t *testing.T) {
 	for _, n := range []int{1, 2, 3} {
 		requireKeptData(t, movedAside(t, c, n))
 	}
+	// Node 1's agent reported the restore at its start, the others none.
+	for n, want := range map[int]float64{1: 1, 2: 0, 3: 0} {
+		waitMetric(t, c.Agent(n), `etcdlet_recovery_steps_total{step="restored"}`, fmt.Sprint(want), equals(want))
+	}
 }
 
 // requireCompactionError asserts that a watch opened on the lost cluster

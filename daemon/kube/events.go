@@ -32,6 +32,11 @@ const (
 	// ReasonMemberRetired: this node promised a recovering node not to
 	// start its member of the lost cluster again (etcdlet recover).
 	ReasonMemberRetired = "MemberRetired"
+	// ReasonClusterRestored and ReasonClusterRecovered: this node's agent
+	// started on a new cluster that etcdlet restore (from snapshots) or
+	// etcdlet recover (from this node's data) made here.
+	ReasonClusterRestored  = "ClusterRestored"
+	ReasonClusterRecovered = "ClusterRecovered"
 	// ReasonMemberForcedAlone: the survivor of a two-node cluster whose
 	// peer pacemaker fenced runs its member alone (daemon/twonode).
 	ReasonMemberForcedAlone  = "MemberForcedAlone"

@@ -32,6 +32,9 @@ type Metrics struct {
 	LocalDecision     *prometheus.GaugeVec
 	DataDirsMoved     prometheus.Counter
 	TwoNodeFailovers  prometheus.Counter
+	// RecoverySteps counts the steps of a recovery after a lost quorum
+	// that this node took, by step (the Recovery* labels).
+	RecoverySteps *prometheus.CounterVec
 	// ForeignAnswers counts the endpoints that answered for another
 	// cluster in the last pass.
 	ForeignAnswers prometheus.Gauge
@@ -93,6 +96,14 @@ type Metrics struct {
 	PacemakerCondition    *prometheus.GaugeVec
 }
 
+// Steps of etcdlet_recovery_steps_total.
+const (
+	RecoveryRestored  = "restored"
+	RecoveryRecovered = "recovered"
+	RecoveryRetired   = "retired"
+	RecoveryLeft      = "left"
+)
+
 // New registers every collector, plus Go runtime and process collectors,
 // each series labelled cluster=<cluster>.
 func New(cluster string) *Metrics {
@@ -138,6 +149,10 @@ func New(cluster string) *Metrics {
 			Name: "etcdlet_data_dirs_moved_aside_total", Help: "Data dirs moved aside (never deleted)."}),
 		TwoNodeFailovers: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "etcdlet_two_node_failovers_total", Help: "Times this node's member was made the only member of its two-node cluster after pacemaker fenced the peer."}),
+		RecoverySteps: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "etcdlet_recovery_steps_total",
+			Help: "Steps of a recovery after a lost quorum that this node took: restored and recovered (this node's agent started on a cluster etcdlet restore or etcdlet recover made here), retired (it promised a recovering node not to start its old member), left (it left the old cluster to join the recovered one)."},
+			[]string{"step"}),
 		ForeignAnswers: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "etcdlet_foreign_cluster_answers", Help: "Endpoints that answered for another etcd cluster in the last pass; nothing is done to or for them."}),
 		BootstrapWaiting: prometheus.NewGauge(prometheus.GaugeOpts{
@@ -195,8 +210,12 @@ func New(cluster string) *Metrics {
 	r.MustRegister(m.PacemakerPolls, m.PacemakerPollDuration, m.PacemakerKnown, m.PacemakerCondition)
 	r.MustRegister(m.ReconcilePasses, m.ReconcileDuration, m.MembershipChanges, m.WriterLockBusy, m.ListReloads,
 		m.DesiredMembers, m.Members, m.HealthyVoters, m.ClusterReachable, m.PlanWaiting, m.LocalDecision, m.DataDirsMoved, m.TwoNodeFailovers,
-		m.ForeignAnswers, m.BootstrapWaiting, m.LearnersExpired, m.ListsDiffering, m.LastSuccessfulPass, m.EtcdCallErrors, m.Refusals,
+		m.RecoverySteps, m.ForeignAnswers, m.BootstrapWaiting, m.LearnersExpired, m.ListsDiffering, m.LastSuccessfulPass, m.EtcdCallErrors, m.Refusals,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// Every step at 0 from the start, so that increase() sees the first.
+	for _, step := range []string{RecoveryRestored, RecoveryRecovered, RecoveryRetired, RecoveryLeft} {
+		m.RecoverySteps.WithLabelValues(step)
+	}
 	return m
 }
 

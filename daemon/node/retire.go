@@ -10,6 +10,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/consent"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
 	"github.com/etcdlet/etcdlet/daemon/membership"
+	"github.com/etcdlet/etcdlet/daemon/metrics"
 	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
@@ -114,6 +115,9 @@ func (n *Node) leaveForSuccessor(s Snapshot) (next time.Duration, ok bool) {
 		n.Log.Error("cannot drop the promise not to start the old member; it binds nothing now", "error", err)
 	}
 	n.Log.Info("left the cluster another node recovered; joining the recovered cluster as a new member", "from", from, "recoveredBy", s.Decision.RecoveredBy)
+	if n.Metrics != nil {
+		n.Metrics.RecoverySteps.WithLabelValues(metrics.RecoveryLeft).Inc()
+	}
 	n.exits, n.restartAfter, n.settling = 0, time.Time{}, 0
 	return 100 * time.Millisecond, true
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/etcdlet/etcdlet/daemon/datadir"
 	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/snapshot"
+	"github.com/etcdlet/etcdlet/daemon/state"
 )
 
 // Recovery is what a recovery from this node's member data will do: a
@@ -226,6 +227,6 @@ func RunRecovery(ctx context.Context, s Settings, r Recovery, log *slog.Logger, 
 	if full.LastRevision < r.Data.Revision {
 		return "", 0, kept, fmt.Errorf("etcd on the copy of the survivor's data is at revision %d, before the %d its backend held: nothing was changed", full.LastRevision, r.Data.Revision)
 	}
-	moved, revision, err = Run(ctx, s, store, Plan{Self: r.Self, Full: full, DataDir: r.DataDir, Bump: bump}, log, now)
+	moved, revision, err = Run(ctx, s, store, Plan{Self: r.Self, Full: full, DataDir: r.DataDir, Bump: bump, Kind: state.RecoveredFromData}, log, now)
 	return moved, revision, kept, err
 }

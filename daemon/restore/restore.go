@@ -56,6 +56,9 @@ type Plan struct {
 	// Bump is added to the snapshots' revision, which is then marked
 	// compacted (snapshot.RestoreOptions.RevisionBump).
 	Bump int64
+	// Kind is what the agent reports the restore as (state.Restored):
+	// state.RestoredFromSnapshots, or state.RecoveredFromData.
+	Kind string
 }
 
 // DefaultBump is the revision bump of a restore unless the operator
@@ -140,7 +143,7 @@ func Prepare(ctx context.Context, s Settings, store snapshot.Store, self identit
 	if err != nil {
 		return Plan{}, fmt.Errorf("choose the snapshots in %s: %w", store, err)
 	}
-	return Plan{Self: self, Full: full, Deltas: deltas, DataDir: s.DataDir, Bump: bump}, nil
+	return Plan{Self: self, Full: full, Deltas: deltas, DataDir: s.DataDir, Bump: bump, Kind: state.RestoredFromSnapshots}, nil
 }
 
 // stagingSuffix names the dir beside the data dir that a restore builds
@@ -169,7 +172,7 @@ func Run(ctx context.Context, s Settings, store snapshot.Store, p Plan, log *slo
 	if err != nil {
 		return "", 0, err
 	}
-	moved, err = swapRestored(s, p.DataDir, p.Self, staging, now)
+	moved, err = swapRestored(s, p, staging, revision, now)
 	return moved, revision, err
 }
 

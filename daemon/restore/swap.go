@@ -1,6 +1,7 @@
 package restore
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +11,6 @@ import (
 	"time"
 
 	"github.com/etcdlet/etcdlet/daemon/datadir"
-	"github.com/etcdlet/etcdlet/daemon/identity"
 	"github.com/etcdlet/etcdlet/daemon/state"
 	"github.com/etcdlet/etcdlet/internal/atomicfile"
 )
@@ -22,26 +22,30 @@ import (
 const restoredSuffix = ".etcdlet-restore.done"
 
 // restoredMember is what the mark records: enough to pin the agent's
-// state to the restored cluster without the plan.
+// state to the restored cluster without the plan, and what the agent
+// reports of it.
 type restoredMember struct {
-	Name    string `json:"name"`
-	PeerURL string `json:"peerURL"`
-	IP      string `json:"ip"`
+	Name     string `json:"name"`
+	PeerURL  string `json:"peerURL"`
+	IP       string `json:"ip"`
+	Kind     string `json:"kind,omitempty"`
+	Revision int64  `json:"revision,omitempty"`
 }
 
 // swapRestored puts the complete restored dir staging in place of the
 // data dir (which goes aside, kept) and pins the agent's state to the
 // restored cluster. The mark comes first and goes last: a crash anywhere
 // in between is finished by ResumeRestored.
-func swapRestored(s Settings, dataDir string, self identity.Member, staging string, now time.Time) (moved string, err error) {
-	mark, err := json.Marshal(restoredMember{Name: self.Name, PeerURL: self.PeerURL, IP: self.IP.String()})
+func swapRestored(s Settings, p Plan, staging string, revision int64, now time.Time) (moved string, err error) {
+	m := restoredMember{Name: p.Self.Name, PeerURL: p.Self.PeerURL, IP: p.Self.IP.String(), Kind: p.Kind, Revision: revision}
+	mark, err := json.Marshal(m)
 	if err != nil {
 		return "", err
 	}
-	if err := atomicfile.Write(filepath.Clean(dataDir)+restoredSuffix, append(mark, '\n'), 0o600); err != nil {
+	if err := atomicfile.Write(filepath.Clean(p.DataDir)+restoredSuffix, append(mark, '\n'), 0o600); err != nil {
 		return "", fmt.Errorf("mark the restored data dir complete: %w", err)
 	}
-	return finishRestored(s, dataDir, self, staging, now)
+	return finishRestored(s, p.DataDir, m, staging, now)
 }
 
 // ResumeRestored finishes a restore or a recovery that a crash
@@ -60,11 +64,10 @@ func ResumeRestored(s Settings, now time.Time) (resumed bool, moved string, err 
 	if err := json.Unmarshal(data, &m); err != nil {
 		return false, "", fmt.Errorf("read %s%s: %w", s.DataDir, restoredSuffix, err)
 	}
-	ip, err := netip.ParseAddr(m.IP)
-	if err != nil {
+	if _, err := netip.ParseAddr(m.IP); err != nil {
 		return false, "", fmt.Errorf("read %s%s: ip: %w", s.DataDir, restoredSuffix, err)
 	}
-	moved, err = finishRestored(s, s.DataDir, identity.Member{Name: m.Name, PeerURL: m.PeerURL, IP: ip}, filepath.Clean(s.DataDir)+stagingSuffix, now)
+	moved, err = finishRestored(s, s.DataDir, m, filepath.Clean(s.DataDir)+stagingSuffix, now)
 	return true, moved, err
 }
 
@@ -72,7 +75,7 @@ func ResumeRestored(s Settings, now time.Time) (resumed bool, moved string, err 
 // beside the data dir, pins the state and drops the mark. Each step can
 // be done again: the staging dir is gone once it is in place, and the
 // pinning reads the identity from the data dir.
-func finishRestored(s Settings, dataDir string, self identity.Member, staging string, now time.Time) (moved string, err error) {
+func finishRestored(s Settings, dataDir string, m restoredMember, staging string, now time.Time) (moved string, err error) {
 	if _, err := os.Stat(staging); err == nil {
 		c, err := datadir.Inspect(dataDir)
 		if err != nil {
@@ -92,7 +95,7 @@ func finishRestored(s Settings, dataDir string, self identity.Member, staging st
 	} else if !errors.Is(err, os.ErrNotExist) {
 		return "", err
 	}
-	if err := pinRestored(s, dataDir, self); err != nil {
+	if err := pinRestored(s, dataDir, m, moved, now); err != nil {
 		return moved, err
 	}
 	if err := os.Remove(filepath.Clean(dataDir) + restoredSuffix); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -102,8 +105,10 @@ func finishRestored(s Settings, dataDir string, self identity.Member, staging st
 }
 
 // pinRestored pins the agent's state to the cluster the restored data dir
-// belongs to, this node its only member.
-func pinRestored(s Settings, dataDir string, self identity.Member) error {
+// belongs to, this node its only member, and records the restore for the
+// agent to report. A mark written by an etcdlet before the kinds were
+// recorded is a restore.
+func pinRestored(s Settings, dataDir string, m restoredMember, moved string, now time.Time) error {
 	id, err := datadir.ReadIdentity(dataDir)
 	if err != nil {
 		return fmt.Errorf("read the restored member's identity: %w", err)
@@ -116,11 +121,16 @@ func pinRestored(s Settings, dataDir string, self identity.Member) error {
 	// The node now belongs to the restored cluster, as its only member;
 	// the agent adds the other listed nodes as learners once they are
 	// cleared (Rejoin).
-	st.SelfAddress = self.IP.String()
+	st.SelfAddress = m.IP
 	st.MemberID = fmt.Sprintf("%x", id.MemberID)
 	st.ClusterID = fmt.Sprintf("%x", id.ClusterID)
 	st.WasMember = true
-	st.InitialCluster = self.Name + "=" + self.PeerURL
+	st.InitialCluster = m.Name + "=" + m.PeerURL
+	if r := st.Restored; r == nil || r.ClusterID != st.ClusterID {
+		// Pinning again (a resumed swap) keeps the first record.
+		st.Restored = &state.Restored{Kind: cmp.Or(m.Kind, state.RestoredFromSnapshots), At: now.UTC(), ClusterID: st.ClusterID,
+			Revision: m.Revision, MovedAside: moved}
+	}
 	st.InitialClusterState = "new"
 	st.Tombstones, st.Bootstrap, st.Seen = nil, nil, nil
 	if err := store.Save(st); err != nil {

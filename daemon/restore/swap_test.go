@@ -19,7 +19,8 @@ import (
 // A restore (or recovery) that a crash interrupts at any step once its
 // data dir is complete is finished by ResumeRestored: the restored data
 // dir ends up in place, the old one kept aside, the agent pinned to the
-// restored cluster. A restored dir not marked complete is never used.
+// restored cluster, the restore recorded for the agent to report. A
+// restored dir not marked complete is never used.
 func TestResumeRestoredFinishesAnInterruptedSwap(t *testing.T) {
 	// A real member's data stands for the restored data dir.
 	member := etcdtest.Start(t, 1)[0]
@@ -91,6 +92,12 @@ func TestResumeRestoredFinishesAnInterruptedSwap(t *testing.T) {
 			if err != nil || st.ClusterID != strconv.FormatUint(clusterID, 16) || !st.WasMember || st.InitialCluster != self.Name+"="+self.PeerURL {
 				t.Errorf("state %+v (%v): want it pinned to the restored cluster %x", st, err, clusterID)
 			}
+			// The agent reports it at its next start.
+			if r, want := st.Restored, (state.Restored{Kind: state.RecoveredFromData, ClusterID: st.ClusterID, Revision: 1000000042, MovedAside: moved}); r == nil || r.At.IsZero() {
+				t.Errorf("no restore recorded for the agent: %+v", r)
+			} else if r.At = (time.Time{}); *r != want {
+				t.Errorf("recorded restore %+v, want %+v", *r, want)
+			}
 			kept, _ := filepath.Glob(s.DataDir + ".etcdlet-moved-*")
 			if len(kept) != 1 {
 				t.Errorf("old data dirs kept aside: %v, want one", kept)
@@ -126,7 +133,7 @@ func TestRunRefusesWhileARestoredDirWaits(t *testing.T) {
 
 func mark(t *testing.T, s Settings, self identity.Member) {
 	t.Helper()
-	data := `{"name":"` + self.Name + `","peerURL":"` + self.PeerURL + `","ip":"` + self.IP.String() + `"}`
+	data := `{"name":"` + self.Name + `","peerURL":"` + self.PeerURL + `","ip":"` + self.IP.String() + `","kind":"recover","revision":1000000042}`
 	if err := os.WriteFile(s.DataDir+restoredSuffix, []byte(data), 0o600); err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,31 @@ type State struct {
 	// a restart posts the same list with the same revision, so that an
 	// old list never passes for a newer one.
 	Posted *PostedList `json:"posted,omitempty"`
+	// Restored records the last time etcdlet restore or recover put a new
+	// cluster's data dir in place on this node, until the agent reported
+	// it (an Event and a metric at its next start) and after.
+	Restored *Restored `json:"restored,omitempty"`
+}
+
+// Kinds of Restored.
+const (
+	RestoredFromSnapshots = "restore" // etcdlet restore
+	RecoveredFromData     = "recover" // etcdlet recover
+)
+
+// Restored is a restore or a recovery that made this node the only member
+// of a new cluster.
+type Restored struct {
+	Kind      string    `json:"kind"`
+	At        time.Time `json:"at"`
+	ClusterID string    `json:"clusterID"`
+	// Revision is the restored revision, the bump included.
+	Revision int64 `json:"revision"`
+	// MovedAside is where the data dir it replaced went ("" when there
+	// was none).
+	MovedAside string `json:"movedAside,omitempty"`
+	// Reported is set once an agent reported it.
+	Reported bool `json:"reported,omitempty"`
 }
 
 // PostedList is what State.Posted records.
