@@ -78,9 +78,11 @@ func (n *Node) actLocal(ctx context.Context, s Snapshot) (next time.Duration, ok
 			n.Log.Error("stop removed member", "error", err)
 			return interval, false
 		}
-		return n.moveAside(n.localMemberID(&s), d.Reason, droppedBy(s))
+		id := n.localMemberID(&s)
+		return n.moveAside(id, d.Reason, droppedBy(s, id))
 	case localmember.MoveAside:
-		return n.moveAside(n.localMemberID(&s), d.Reason, droppedBy(s))
+		id := n.localMemberID(&s)
+		return n.moveAside(id, d.Reason, droppedBy(s, id))
 	case localmember.StopRetired:
 		if err := n.Runtime.Stop(ctx); err != nil {
 			n.Log.Error("stop the member this node promised not to run", "error", err)
@@ -213,13 +215,15 @@ func (n *Node) moveAside(memberID uint64, reason, droppedBy string) (next time.D
 	return 100 * time.Millisecond, true
 }
 
-// droppedBy is the digest of the list under which the local member was
-// removed, when the Board records that a writer removed it because its
-// list no longer named this node.
-func droppedBy(s Snapshot) string {
-	id := membership.IDString(s.Runtime.MemberID)
+// droppedBy is the digest of the list under which the local member
+// (localID) was removed, when the Board records that a writer removed it
+// because its list no longer named this node. A removal of an earlier
+// member of this node is no excuse for this one's: only a member not
+// known at all is matched by the address alone.
+func droppedBy(s Snapshot, localID uint64) string {
+	id := membership.IDString(localID)
 	for _, r := range s.View.Lists.Removals {
-		if r.Address == s.Self.IP.String() && (r.MemberID == id || s.Runtime.MemberID == 0) {
+		if r.Address == s.Self.IP.String() && (r.MemberID == id || localID == 0) {
 			return r.Digest
 		}
 	}

@@ -97,6 +97,14 @@ func (n *Node) look(ctx context.Context, acting bool) Snapshot {
 		return s
 	}
 	s.Runtime = n.Runtime.Status()
+	if !s.Runtime.Running {
+		// A stopped member is its data's (DataIdentity, the state). The
+		// embedded runtime remembers the member it ran last, which is
+		// stale once that data went aside (a removal, a recovery on
+		// another node): it would pin this node to the cluster it left.
+		// The static pod's runtime never knows it at all.
+		s.Runtime.MemberID, s.Runtime.ClusterID = 0, 0
+	}
 	n.lookAtData(&s, acting)
 
 	// Besides the list: this node's own address, the last list it applied
