@@ -369,10 +369,12 @@ func TestDefragRollingNeverLosesQuorum(t *testing.T) {
 }
 
 // The recovery path after lost quorum, as docs/operations.md gives it:
-// full and delta snapshots in S3; every agent stopped; `etcdlet restore`
-// on one node (refused while the others still have quorum), `--rejoin` on
-// the others; the agents started: the three nodes form the restored
-// cluster, with every key of the last delta and the old data dirs kept.
+// full and delta snapshots in S3; `etcdlet restore` on one node (refused
+// while the others still have quorum), then with host 2 down and node 3's
+// agent running: node 3 promises not to start its member again and joins
+// the restored cluster on its own, node 2 is cleared with `--rejoin`: the
+// three nodes form the restored cluster, with every key of the last delta
+// and the old data dirs kept.
 func TestRestoreAfterLostQuorum(t *testing.T) {
 	srv := s3test.Start(t)
 	c, cli := startCluster(t, netRestore, 3, func(o *harness.Options) { o.Extra = s3Backup(t, srv, freeLoopbackPort(t)) })
@@ -407,10 +409,14 @@ func TestRestoreAfterLostQuorum(t *testing.T) {
 	if out, err := restoreCmd(1); err == nil || !strings.Contains(out, "quorum") {
 		t.Fatalf("restore while two members keep quorum: %v\n%s\nwant a refusal", err, out)
 	}
+	// Host 2 is down; node 3's agent runs, its member without quorum:
+	// it promises not to start that member again, and joins the restored
+	// cluster on its own; node 2 is cleared by hand.
 	c.Agent(2).Stop()
-	c.Agent(3).Stop()
 	out, err := restoreCmd(1)
-	if err != nil || !strings.Contains(out, "restored") || !strings.Contains(out, "bumped by 1000000000 to ") {
+	if err != nil || !strings.Contains(out, "restored") || !strings.Contains(out, "bumped by 1000000000 to ") ||
+		!strings.Contains(out, c.IP(3)+" (cluster "+fmt.Sprintf("%x", oldCluster)+") promised not to start their members again") ||
+		!strings.Contains(out, "Run 'etcdlet restore --rejoin' on "+c.IP(2)+" before its etcdlet starts") {
 		t.Fatalf("restore: %v\n%s", err, out)
 	}
 	// What went as expected is not shown as a problem: no error or
@@ -420,12 +426,10 @@ func TestRestoreAfterLostQuorum(t *testing.T) {
 			t.Errorf("a restore that succeeded printed %q; all it printed:\n%s", line, out)
 		}
 	}
-	for _, n := range []int{2, 3} {
-		if out, err := restoreCmd(n, "--rejoin"); err != nil {
-			t.Fatalf("restore --rejoin on node %d: %v\n%s", n, err, out)
-		}
+	if out, err := restoreCmd(2, "--rejoin"); err != nil {
+		t.Fatalf("restore --rejoin on node 2: %v\n%s", err, out)
 	}
-	for _, n := range []int{1, 2, 3} {
+	for _, n := range []int{1, 2} {
 		c.Agent(n).Restart()
 	}
 	cli2 := c.Client()
@@ -441,9 +445,13 @@ func TestRestoreAfterLostQuorum(t *testing.T) {
 	for _, n := range []int{1, 2, 3} {
 		requireKeptData(t, movedAside(t, c, n))
 	}
-	// Node 1's agent reported the restore at its start, the others none.
+	// Node 1's agent reported the restore at its start, the others none;
+	// node 3's promised and left the lost cluster.
 	for n, want := range map[int]float64{1: 1, 2: 0, 3: 0} {
 		waitMetric(t, c.Agent(n), `etcdlet_recovery_steps_total{step="restored"}`, fmt.Sprint(want), equals(want))
+	}
+	for _, step := range []string{"retired", "left"} {
+		waitMetric(t, c.Agent(3), `etcdlet_recovery_steps_total{step="`+step+`"}`, "1", equals(1))
 	}
 }
 

@@ -3,10 +3,15 @@ package main
 import (
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/etcdlet/etcdlet/config"
+	"github.com/etcdlet/etcdlet/daemon"
 	"github.com/etcdlet/etcdlet/daemon/etcdclient"
 	"github.com/etcdlet/etcdlet/daemon/membership"
 	"github.com/etcdlet/etcdlet/daemon/nodeaddr"
@@ -30,17 +35,25 @@ func newRestoreCommand() *cobra.Command {
 		Long: `The operator's recovery path after the cluster lost quorum for good
 (/usr/share/doc/etcdlet/operations.md, "Recover from lost quorum", step by step):
 
- 1. Stop etcdlet on every node (systemctl stop etcdlet).
- 2. On ONE node: etcdlet restore. It restores the newest full snapshot of
-    backup.store and the deltas after it (or the chain ending at --snapshot)
-    into a new data dir as the single member of a new cluster, moves the old
-    data dir aside (<dataDir>.etcdlet-moved-<time>, never deleted), and pins
-    the agent to the new cluster.
- 3. On every OTHER node: etcdlet restore --rejoin. It moves the data dir
-    aside and makes the agent forget the old cluster, so it joins the
-    restored one as a new member.
- 4. Start etcdlet on the restored node, then on the others: the agent of
-    the restored node adds them one by one (learner, then voter).
+ 1. Stop etcdlet on the node to restore on (systemctl stop etcdlet), and
+    its member. Leave it running on the other nodes that still run.
+ 2. There: etcdlet restore. Every other listed node whose agent answers
+    and holds member data first promises, as for etcdlet recover, not to
+    start its member of that cluster again: its agent stops the member and
+    keeps the data, and once the restored cluster answers here it moves the
+    data aside and joins on its own. Should a node whose agent answers
+    refuse (it promised another node that recovers), nothing is changed.
+    Then it restores the newest full snapshot of backup.store and the
+    deltas after it (or the chain ending at --snapshot) into a new data dir
+    as the single member of a new cluster, moves the old data dir aside
+    (<dataDir>.etcdlet-moved-<time>, never deleted), and pins the agent to
+    the new cluster.
+ 3. On every other node whose agent did not answer (the command names
+    them): etcdlet restore --rejoin before its etcdlet starts. It moves the
+    data dir aside and makes the agent forget the old cluster, so it joins
+    the restored one as a new member.
+ 4. Start etcdlet on the restored node, then on those others: the agent of
+    the restored node adds the nodes one by one (learner, then voter).
 
 The restored revision never goes backwards for a client: it is the
 snapshots' revision plus --bump-revision (default 1,000,000,000, as etcd's
@@ -113,12 +126,21 @@ confirmation unless --yes.`,
 			if !yes && !confirm(cmd, "go ahead?") {
 				return fmt.Errorf("not confirmed")
 			}
-			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
-			moved, revision, err := restore.Run(cmd.Context(), settings, store, plan, log, now)
+			silent, promised, err := promiseRestore(cmd, cfg, force)
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(out, "restored at revision %d; the old data dir is at %s (kept). Run 'etcdlet restore --rejoin' on the other nodes, then start etcdlet here first.\n", revision, orNothing(moved))
+			log := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+			moved, revision, err := restore.Run(cmd.Context(), settings, store, plan, log, now)
+			if err != nil && promised {
+				return fmt.Errorf("%w\nthe nodes that promised keep their members stopped and wait for a restore from this node: run etcdlet restore here again", err)
+			} else if err != nil {
+				return err
+			}
+			fmt.Fprintf(out, "restored at revision %d; the old data dir is at %s (kept). Start etcdlet here first.\n", revision, orNothing(moved))
+			if len(silent) > 0 {
+				fmt.Fprintf(out, "Run 'etcdlet restore --rejoin' on %s before its etcdlet starts: its agent did not answer, so it promised nothing.\n", strings.Join(silent, ", "))
+			}
 			return nil
 		},
 	}
@@ -129,6 +151,64 @@ confirmation unless --yes.`,
 	cmd.Flags().BoolVarP(&yes, "yes", "y", false, "do not ask for confirmation")
 	cmd.Flags().Int64Var(&bump, "bump-revision", restore.DefaultBump, "add this to the restored revision and mark it compacted, so that watching clients never see it go backwards; 0: keep the snapshots' revision")
 	return cmd
+}
+
+// promiseRestore asks every other listed node whose agent answers and
+// that holds member data to promise, as etcdlet recover does, not to
+// start its member of that cluster again, for this node restores it: its
+// agent stops the member and keeps the data until the restored cluster
+// answers here, then moves it aside and joins. Started beside the
+// restored cluster, its old member could make the lost cluster's quorum
+// with other hosts that come back: two clusters. A refusal from a node
+// that answers (it promised another node that recovers) stops the
+// restore before anything changed; with force (a cluster answers with
+// quorum, and the operator restores all the same) its nodes refuse, and
+// are cleared by hand like those whose agents do not answer. It returns
+// the nodes to clear by hand, and whether any node promised.
+func promiseRestore(cmd *cobra.Command, cfg *config.Config, force bool) (silent []string, promisedAny bool, err error) {
+	inspector, err := daemon.NewInspector(cfg, slog.New(slog.DiscardHandler))
+	if err != nil {
+		return nil, false, err
+	}
+	defer inspector.Close()
+	snap := inspector.Look(cmd.Context())
+	byCluster := map[string][]string{}
+	for _, d := range inspector.ListedData(cmd.Context(), snap) {
+		switch {
+		case d.Node == snap.Self.IP.String():
+		case d.Error != "":
+			silent = append(silent, d.Node)
+		case d.HasData():
+			byCluster[d.ClusterID] = append(byCluster[d.ClusterID], d.Node)
+		}
+	}
+	var refused, refusedNodes, promised []string
+	for _, cluster := range slices.Sorted(maps.Keys(byCluster)) {
+		nodes := byCluster[cluster]
+		r := inspector.Retire(cmd.Context(), snap, nodes, cluster, nil)
+		refused = append(refused, r...)
+		for _, n := range nodes {
+			// Each refusal begins with the node's address and a colon.
+			if slices.ContainsFunc(r, func(why string) bool { return strings.HasPrefix(why, n+": ") }) {
+				refusedNodes = append(refusedNodes, n)
+			} else {
+				promised = append(promised, fmt.Sprintf("%s (cluster %s)", n, cluster))
+			}
+		}
+	}
+	out := cmd.OutOrStdout()
+	if len(refused) > 0 && !force {
+		return nil, false, fmt.Errorf("not every listed node that answers promised not to start its member again, so nothing was changed here:\n  %s",
+			strings.Join(refused, "\n  "))
+	}
+	for _, r := range refused {
+		fmt.Fprintf(out, "no promise (--force): %s\n", r)
+	}
+	silent = append(silent, refusedNodes...)
+	if len(promised) > 0 {
+		fmt.Fprintf(out, "%s promised not to start their members again; they join the restored cluster once it runs here\n", strings.Join(promised, ", "))
+	}
+	return silent, len(promised) > 0, nil
 }
 
 // finishInterruptedRestore finishes a restore or a recovery that a crash
