@@ -243,7 +243,7 @@ func Decide(in Inputs) Decision {
 		return Decision{Kind: Refuse, Refusal: RefuseClusterName, Reason: fmt.Sprintf("the cluster's members are named %q and alike, not %q-…: this node's cluster.name %q is not the cluster's; not joining",
 			name, in.Cluster, in.Cluster)}
 	}
-	if named, ok := memberWithPeerURL(v, in.Self.PeerURL); ok && !v.Reached && !v.Ambiguous() && !named.Started() &&
+	if named, ok := v.WithPeerURL(in.Self.PeerURL); ok && !v.Reached && !v.Ambiguous() && !named.Started() &&
 		(named.Name == "" || named.Name == in.Self.Name) && in.Flapping == "" {
 		// A bootstrap this node was part of, or a cluster that lost its
 		// quorum, waits for this node's member: joining it is what
@@ -386,14 +386,14 @@ func decideWithData(in Inputs) Decision {
 	// The member ID is unknown. If the cluster has a member with this
 	// peer URL, start and let the ID check of the next pass decide; if it
 	// has none, the data cannot be current.
-	if _, ok := memberWithPeerURL(v, in.Self.PeerURL); ok {
+	if _, ok := v.WithPeerURL(in.Self.PeerURL); ok {
 		return restart
 	}
 	return Decision{Kind: MoveAside, Reason: "the cluster has no member with this node's peer URL; the local data is stale"}
 }
 
 func decideJoin(in Inputs) Decision {
-	m, ok := memberWithPeerURL(in.View, in.Self.PeerURL)
+	m, ok := in.View.WithPeerURL(in.Self.PeerURL)
 	switch {
 	case !ok:
 		return Decision{Kind: Wait, Reason: "not a member yet; waiting to be added as a learner"}
@@ -487,15 +487,6 @@ func elsewhere(m membership.Member, self identity.Member) (netip.Addr, bool) {
 		other = ip
 	}
 	return other, other.IsValid()
-}
-
-func memberWithPeerURL(v membership.View, peerURL string) (membership.Member, bool) {
-	for _, m := range v.Members {
-		if slices.Contains(m.PeerURLs, peerURL) {
-			return m, true
-		}
-	}
-	return membership.Member{}, false
 }
 
 func firstOr(s []string) string {

@@ -31,7 +31,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"slices"
 	"time"
 
 	pb "go.etcd.io/etcd/api/v3/etcdserverpb"
@@ -175,11 +174,10 @@ func Allowed(s node.Snapshot) (uint64, error) {
 	if s.Pinned != 0 && v.ClusterID != s.Pinned {
 		return 0, fmt.Errorf("the endpoints answer for cluster %s, this node belongs to %s", membership.IDString(v.ClusterID), membership.IDString(s.Pinned))
 	}
-	i := slices.IndexFunc(v.Members, func(m membership.Member) bool { return slices.Contains(m.PeerURLs, s.Self.PeerURL) })
-	if i < 0 {
+	self, ok := v.WithPeerURL(s.Self.PeerURL)
+	if !ok {
 		return 0, fmt.Errorf("the cluster has no member with this node's peer URL %s", s.Self.PeerURL)
 	}
-	self := v.Members[i]
 	if self.IsLearner {
 		return 0, fmt.Errorf("the local member %s is a learner; restart it once it is promoted", membership.IDString(self.ID))
 	}
@@ -196,15 +194,14 @@ func CaughtUp(s node.Snapshot) (uint64, error) {
 	if !v.Reached {
 		return 0, errors.New("the cluster has no quorum (no linearizable member list)")
 	}
-	i := slices.IndexFunc(v.Members, func(m membership.Member) bool { return slices.Contains(m.PeerURLs, s.Self.PeerURL) })
-	if i < 0 {
+	self, ok := v.WithPeerURL(s.Self.PeerURL)
+	if !ok {
 		return 0, fmt.Errorf("the cluster has no member with this node's peer URL %s", s.Self.PeerURL)
 	}
-	id := v.Members[i].ID
-	if err := v.MayLead(id); err != nil {
-		return id, fmt.Errorf("it is no caught-up voter yet: %w", err)
+	if err := v.MayLead(self.ID); err != nil {
+		return self.ID, fmt.Errorf("it is no caught-up voter yet: %w", err)
 	}
-	return id, nil
+	return self.ID, nil
 }
 
 // handler is the task's handler.

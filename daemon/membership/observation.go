@@ -130,6 +130,17 @@ func (o Observation) Member(id uint64) (Member, bool) {
 	return Member{}, false
 }
 
+// WithPeerURL returns the member with this peer URL, whether or not it
+// answers.
+func (o Observation) WithPeerURL(peerURL string) (Member, bool) {
+	for _, m := range o.Members {
+		if slices.Contains(m.PeerURLs, peerURL) {
+			return m, true
+		}
+	}
+	return Member{}, false
+}
+
 // Answering returns the member with this peer URL whose own endpoint
 // answered as that member: the local member as far as the cluster can
 // tell, when only the node's peer URL is known.

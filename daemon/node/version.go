@@ -3,7 +3,6 @@ package node
 import (
 	"fmt"
 	"log/slog"
-	"slices"
 
 	"github.com/etcdlet/etcdlet/daemon/etcdversion"
 	"github.com/etcdlet/etcdlet/daemon/localmember"
@@ -90,14 +89,14 @@ func (n *Node) versionChangeProblem(s *Snapshot) localmember.Problem {
 		// A downgrade: etcd lowers each member's storage version to the
 		// target (seconds after the downgrade is enabled); the older etcd
 		// does not start on data of a later storage version.
-		i := slices.IndexFunc(s.View.Members, func(m membership.Member) bool { return slices.Contains(m.PeerURLs, s.Self.PeerURL) })
-		if i < 0 {
+		self, ok := s.View.WithPeerURL(s.Self.PeerURL)
+		if !ok {
 			return localmember.Problem{Refusal: localmember.RefuseEtcdVersion, Reason: keeping + ": the cluster has no member with this node's peer URL " + s.Self.PeerURL}
 		}
-		if storage, ok := etcdversion.Parse(s.View.Members[i].Health.StorageVersion); !ok || want.Less(storage) {
+		if storage, ok := etcdversion.Parse(self.Health.StorageVersion); !ok || want.Less(storage) {
 			return localmember.Problem{Refusal: localmember.RefuseEtcdVersion,
 				Reason: fmt.Sprintf("%s: its data's storage version is %q, and etcd %s starts only on data that etcd lowered to %s, as it does within seconds of the downgrade being enabled",
-					keeping, s.View.Members[i].Health.StorageVersion, want, want)}
+					keeping, self.Health.StorageVersion, want, want)}
 		}
 	}
 	return localmember.Problem{}
@@ -127,8 +126,8 @@ func (n *Node) heldChange(s *Snapshot) *HeldChange {
 		return nil
 	}
 	v := s.View
-	i := slices.IndexFunc(v.Members, func(m membership.Member) bool { return slices.Contains(m.PeerURLs, s.Self.PeerURL) })
-	if voters, _ := v.Voters(); !v.Reached || i < 0 || !v.Members[i].InRaft() || voters < 3 {
+	self, ok := v.WithPeerURL(s.Self.PeerURL)
+	if voters, _ := v.Voters(); !v.Reached || !ok || !self.InRaft() || voters < 3 {
 		return nil
 	}
 	h := &HeldChange{Reason: "its manifest"}
