@@ -107,6 +107,32 @@ type Surveyor struct {
 // ErrNoQuorum says no endpoint gave a linearizable member list.
 var ErrNoQuorum = errors.New("no listed member gave a linearizable member list (no quorum, or none reachable)")
 
+// admitSettle is how long AdmitSurvey asks again before it takes the
+// lack of quorum for a refusal: longer than the pool's reconnect backoff
+// (2 s at most) and an election.
+const admitSettle = 5 * time.Second
+
+// AdmitSurvey is Survey for a task's admission: a cluster that has just
+// formed again (its members restarted) answers before every connection
+// of this agent is back from its reconnect backoff, which fails at once
+// with the last dial error meanwhile; a task asked for then (a schedule,
+// etcd-druid's first request) must not be rejected for that. Only a lack
+// of quorum that holds for admitSettle is returned.
+func (s Surveyor) AdmitSurvey(ctx context.Context) (Survey, error) {
+	deadline := time.Now().Add(admitSettle)
+	for {
+		sv, err := s.Survey(ctx)
+		if err == nil || !errors.Is(err, ErrNoQuorum) || !time.Now().Before(deadline) {
+			return sv, err
+		}
+		select {
+		case <-ctx.Done():
+			return sv, err
+		case <-time.After(250 * time.Millisecond):
+		}
+	}
+}
+
 // Survey lists the members (linearizably, so the answer has quorum behind
 // it) and asks each its status.
 func (s Surveyor) Survey(ctx context.Context) (Survey, error) {

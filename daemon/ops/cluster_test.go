@@ -414,3 +414,43 @@ func TestSnapshotSourcePicksTheLeastLaggingVotingFollower(t *testing.T) {
 		})
 	}
 }
+
+// reconnecting is the pool while this agent's connections come back from
+// their reconnect backoff: the first MemberList calls fail at once with
+// the last dial error, as gRPC answers meanwhile.
+type reconnecting struct {
+	ops.Etcd
+	mu    sync.Mutex
+	fails int
+}
+
+func (r *reconnecting) MemberList(ctx context.Context, endpoint string, serializable bool) (*pb.MemberListResponse, error) {
+	r.mu.Lock()
+	fail := r.fails > 0
+	r.fails--
+	r.mu.Unlock()
+	if fail {
+		return nil, errors.New("rpc error: code = Unavailable desc = connection error: transport: authentication handshake failed: context deadline exceeded")
+	}
+	return r.Etcd.MemberList(ctx, endpoint, serializable)
+}
+
+// A task asked for the moment a cluster formed again is admitted once the
+// connections are back, not rejected for the lack of quorum they show
+// for a moment; a survey outside admission says what it sees.
+func TestAdmitSurveyWaitsOutAReconnect(t *testing.T) {
+	one := etcdtest.Start(t, 1)
+	pool, err := etcdclient.NewPool(config.TLSFiles{}, callTimeout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(pool.Close)
+	sv := surveyor(&reconnecting{Etcd: pool, fails: 3}, etcdtest.ClientURLs(one))
+	if _, err := sv.Survey(t.Context()); !errors.Is(err, ops.ErrNoQuorum) {
+		t.Fatalf("Survey during the reconnect = %v, want ErrNoQuorum", err)
+	}
+	got, err := sv.AdmitSurvey(t.Context())
+	if err != nil || got.ClusterID != one[0].ClusterID() {
+		t.Fatalf("AdmitSurvey = cluster %x, %v; want cluster %x once the connections are back", got.ClusterID, err, one[0].ClusterID())
+	}
+}

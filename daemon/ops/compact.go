@@ -52,7 +52,7 @@ type CompactOutcome struct {
 }
 
 func (c *compact) Admit(ctx context.Context) task.Result {
-	if _, err := c.survey.Survey(ctx); err != nil {
+	if _, err := c.survey.AdmitSurvey(ctx); err != nil {
 		return task.Result{Error: err, Code: CodeNoQuorum}
 	}
 	return task.Result{}

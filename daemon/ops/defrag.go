@@ -105,7 +105,7 @@ func NewDefragType(s Surveyor, o DefragOptions, timeout time.Duration) task.Type
 }
 
 func (d *defrag) Admit(ctx context.Context) task.Result {
-	sv, err := d.survey.Survey(ctx)
+	sv, err := d.survey.AdmitSurvey(ctx)
 	if err != nil {
 		return task.Result{Error: err, Code: CodeNoQuorum}
 	}

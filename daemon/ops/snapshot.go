@@ -120,7 +120,7 @@ func (s *snapshotTask) Admit(ctx context.Context) task.Result {
 	if s.deps.Store == nil {
 		return task.Result{Code: CodeBackupNotEnabled, Error: errors.New("no snapshot store is configured (backup.store)")}
 	}
-	if _, err := s.deps.Survey.Survey(ctx); err != nil {
+	if _, err := s.deps.Survey.AdmitSurvey(ctx); err != nil {
 		return task.Result{Code: CodeNoQuorum, Error: err}
 	}
 	return task.Result{}
