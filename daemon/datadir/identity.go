@@ -59,6 +59,14 @@ func ReadIdentity(dataDir string) (Identity, error) {
 		if err := dec.Decode(&rec); err != nil {
 			return Identity{}, fmt.Errorf("read the identity of data dir %s from %s: %w", dataDir, names[len(names)-1], err)
 		}
+		if rec.GetType() == wal.CrcType {
+			// Each record's checksum continues the one before it: a file
+			// after the first starts from the last checksum of the file
+			// before, which its crc record carries (etcd's ReadAll does
+			// the same).
+			dec.UpdateCRC(rec.GetCrc())
+			continue
+		}
 		if rec.GetType() != wal.MetadataType {
 			continue
 		}

@@ -1,6 +1,7 @@
 package datadir
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -8,12 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/server/v3/embed"
+	"go.etcd.io/etcd/server/v3/storage/wal"
+	"go.uber.org/zap"
 )
 
 // The identity read from the WAL is the one the member ran with, while it
@@ -24,6 +29,43 @@ func TestReadIdentityOfARealMember(t *testing.T) {
 		t.Fatalf("no data dir: %v, want ErrNoIdentity", err)
 	}
 	e, _, stop := startMember(t, dir, 1, func(*embed.Config) {})
+	want := Identity{MemberID: uint64(e.Server.MemberID()), ClusterID: uint64(e.Server.Cluster().ID())}
+	if got, err := ReadIdentity(dir); err != nil || got != want {
+		t.Errorf("while running: %+v, %v; want %+v", got, err, want)
+	}
+	stop()
+	if got, err := ReadIdentity(dir); err != nil || got != want {
+		t.Errorf("after stopping: %+v, %v; want %+v", got, err, want)
+	}
+}
+
+// etcd cuts its write-ahead log into files of wal.SegmentSizeBytes (64 MB);
+// every file after the first continues the checksum of the one before.
+// The identity is read from the newest file, also once the log was cut
+// (a cluster that took more than 64 MB of writes since its last
+// snapshot: a 1 GiB keyspace, or a busy week).
+func TestReadIdentityAfterTheLogWasCut(t *testing.T) {
+	defer func(size int64) { wal.SegmentSizeBytes = size }(wal.SegmentSizeBytes)
+	wal.SegmentSizeBytes = 16 << 10
+	dir := filepath.Join(t.TempDir(), "data")
+	e, client, stop := startMember(t, dir, 5, func(*embed.Config) {})
+	cli, err := clientv3.New(clientv3.Config{Endpoints: []string{client.String()}, Logger: zap.NewNop()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cli.Close()
+	value := strings.Repeat("v", 1<<10)
+	for i := range 64 {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := cli.Put(ctx, fmt.Sprintf("/key/%d", i), value)
+		cancel()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if files, _ := filepath.Glob(filepath.Join(dir, "member", "wal", "*.wal")); len(files) < 3 {
+		t.Fatalf("the log was not cut: %d files, want 3 or more (%v)", len(files), files)
+	}
 	want := Identity{MemberID: uint64(e.Server.MemberID()), ClusterID: uint64(e.Server.Cluster().ID())}
 	if got, err := ReadIdentity(dir); err != nil || got != want {
 		t.Errorf("while running: %+v, %v; want %+v", got, err, want)
