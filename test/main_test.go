@@ -112,6 +112,7 @@ const (
 	netDowngrade
 	netVersionChange
 	netRollingUpgrade
+	netReplaceKeyspace
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

@@ -1,6 +1,7 @@
 package test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	etcdversion "go.etcd.io/etcd/api/v3/version"
+	clientv3 "go.etcd.io/etcd/client/v3"
 
 	"github.com/etcdlet/etcdlet/daemon/statusreport"
 	"github.com/etcdlet/etcdlet/test/harness"
@@ -153,6 +155,63 @@ func TestReplaceOne(t *testing.T) {
 		return nil
 	})
 	requireKeptData(t, movedAside(t, c, 3))
+}
+
+// With a keyspace to copy, the new member is promoted as soon as etcd
+// allows, which is as soon as the leader knows its snapshot arrived and
+// can be before it applied it and serves. The member it replaces leaves
+// only once it serves: the cluster never counts on fewer working members
+// than before. agent.removalHoldDown is 0, so that nothing else holds the
+// removal back.
+func TestReplacementServesBeforeTheOldMemberLeaves(t *testing.T) {
+	t.Parallel()
+	c, cli := startCluster(t, netReplaceKeyspace, 3, func(o *harness.Options) { o.AgentConfig = "  removalHoldDown: 0s\n" })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if err := harness.Fill(ctx, cli, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	c.Start(4)
+	served := firstServed(t, c.ClientOf(4), c.ClientURL(4))
+	c.WriteMembers(1, 2, 4)
+	c.Wait(cli, convergeTimeout, 1, 2, 4)
+
+	promoted := changeTime(t, c, seq(1, 4), "promote", c.Name(4))
+	removed := changeTime(t, c, seq(1, 4), "remove", c.Name(3))
+	serving := served()
+	t.Logf("node 4 promoted at %s, served at %s, member 3 removed at %s", promoted.Format(time.StampMicro), serving.Format(time.StampMicro), removed.Format(time.StampMicro))
+	if removed.Before(serving) {
+		t.Errorf("member 3 was removed at %s, before its replacement served clients at %s", removed.Format(time.StampMicro), serving.Format(time.StampMicro))
+	}
+}
+
+// firstServed asks endpoint's Status every 5ms from now on, and returns a
+// function that waits until it answered and returns when it first did.
+func firstServed(t *testing.T, cli *clientv3.Client, endpoint string) func() time.Time {
+	t.Helper()
+	result := make(chan time.Time, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), convergeTimeout)
+	t.Cleanup(cancel)
+	go func() {
+		defer close(result)
+		for ctx.Err() == nil {
+			callCtx, callCancel := context.WithTimeout(ctx, 100*time.Millisecond)
+			_, err := cli.Status(callCtx, endpoint)
+			callCancel()
+			if err == nil {
+				result <- time.Now()
+				return
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+	}()
+	return func() time.Time {
+		at, ok := <-result
+		if !ok {
+			t.Fatalf("%s did not serve within %s", endpoint, convergeTimeout)
+		}
+		return at
+	}
 }
 
 // A member removed while its node was down comes back with its old data:

@@ -32,10 +32,13 @@ type Member struct {
 type Health struct {
 	// Reachable is true when Status answered within the call timeout.
 	Reachable bool
-	// PeerListening is set for a learner whose Status does not answer but
+	// PeerListening is set for a member whose Status does not answer but
 	// whose peer listener accepts connections: its server runs. etcd serves
-	// a learner's client port only once it published itself (seconds after
-	// start), while the learner can be promoted almost at once.
+	// a new member's client port only once it applied the leader's
+	// snapshot of the keyspace and published itself (seconds after start,
+	// up to etcd's request timeout more when its first publication is
+	// lost), while the learner can be promoted as soon as the snapshot
+	// arrived.
 	PeerListening bool
 	// Problem says why the member does not take part in the cluster's
 	// raft as itself (unreachable, another cluster's or member's identity,
@@ -104,6 +107,10 @@ type Observation struct {
 	// sync with the leader (etcdclient.LearnerNotReady) at this agent,
 	// for as long as they run without serving their client port.
 	CatchingUp []uint64
+	// Local is the member of the agent that plans, when it has one and
+	// knows it (0 otherwise): its own learner it promotes as soon as etcd
+	// allows, while the other agents leave that learner to it.
+	Local uint64
 	// HeldBack lists peer URLs whose learner expired recently: they are
 	// not added again before the others had their turn.
 	HeldBack []string

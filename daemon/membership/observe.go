@@ -293,9 +293,13 @@ func (o *Observer) health(ctx context.Context, m Member, clusterID uint64) (Heal
 			problem = "not started: " + problem
 		}
 		h := Health{Problem: problem}
-		if m.IsLearner && o.peerListening(ctx, m.PeerURLs) {
+		if o.peerListening(ctx, m.PeerURLs) {
 			h.PeerListening = true
-			h.Problem = "learner runs and catches up; etcd serves its client port once it published itself"
+			if m.IsLearner {
+				h.Problem = "learner runs and catches up; etcd serves its client port once it published itself"
+			} else {
+				h.Problem += " (its peer port listens: its server runs, and etcd serves the client port once it applied the keyspace and published itself)"
+			}
 		}
 		return h, nil
 	}

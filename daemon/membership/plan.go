@@ -207,14 +207,15 @@ func (p Plan) WaitsFor(reason WaitReason, name string) bool {
 //     node) go next, when the healthy voters keep quorum: etcd refuses to
 //     add anyone while a voter is disconnected, so they block every join;
 //  5. a listed learner is promoted once its server runs as itself (etcd
-//     says when it is in sync);
+//     says when it is in sync; while it copies the keyspace, only its own
+//     agent keeps trying);
 //  6. a missing member is added as a learner, one at a time, only when
 //     every voter takes part in raft, and never for an address that
 //     answers for another cluster;
 //  7. a voter that is not listed is removed only when no listed member is
-//     still joining (replacements vote before the old one leaves), when
-//     quorum of healthy voters holds afterwards, and after the leader has
-//     handed leadership over.
+//     still joining (replacements vote and serve before the old one
+//     leaves), when quorum of healthy voters holds afterwards, and after
+//     the leader has handed leadership over.
 func MakePlan(desired []identity.Member, obs Observation) Plan {
 	var p Plan
 	obs.Stale = silentStale(obs)
@@ -318,16 +319,17 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 			// Whatever answers there is not this learner: promoting it
 			// cannot succeed, and must not.
 			p.wait(ActionPromote, name, WaitLearnerNotStarted, "the learner's endpoint answers as someone else: "+l.Health.Problem)
-		case !l.InRaft() && l.Health.PeerListening && slices.Contains(obs.CatchingUp, l.ID):
+		case !l.InRaft() && l.Health.PeerListening && slices.Contains(obs.CatchingUp, l.ID) && l.ID != obs.Local:
 			// etcd refused its promotion as not in sync, and it does not
-			// serve its client port yet, which etcd does once it applied
-			// the entry that publishes it: it still copies the leader's
-			// snapshot of the keyspace, or applies it. Each try would take
-			// the lock (raft writes), which the copy competes with; its
-			// agent promotes it once it serves. etcd may allow the
-			// promotion a little earlier, once the leader knows the
-			// snapshot arrived: make bench measures what the wait costs.
-			p.wait(ActionPromote, name, WaitLearnerCatchingUp, "etcd refused its promotion as not in sync; it copies the keyspace and is promoted once it serves its client port")
+			// serve its client port yet: it still copies the leader's
+			// snapshot of the keyspace, or applies it. Its own agent tries
+			// the promotion at a short pace (the case below), so that it
+			// becomes a voter the moment etcd allows, which is as soon as
+			// the leader knows the snapshot arrived: seconds before the
+			// learner has applied it and published itself. The other
+			// agents leave it to that one rather than take the lock in
+			// turn, which would only keep each other waiting.
+			p.wait(ActionPromote, name, WaitLearnerCatchingUp, "etcd refused its promotion as not in sync; it copies the keyspace, and its agent promotes it as soon as etcd allows")
 		case l.InRaft() || l.Health.PeerListening:
 			p = p.next(Action{Kind: ActionPromote, Name: name, PeerURL: first(l.PeerURLs), MemberID: l.ID, Reason: "listed learner joins the voters once in sync"})
 		default:
@@ -365,6 +367,18 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 	// 7. Voters that are not listed.
 	if joining := joiningName(m, learners, obs.Lists); joining != "" {
 		p.waitForJoins(extra, joining)
+		return p
+	}
+	if applying, ok := applyingVoter(m); ok {
+		// A voter promoted before it applied the keyspace (or one that
+		// restarts) runs without serving yet: a healthy voter leaves only
+		// once the one that replaces it serves, so that the cluster never
+		// counts on fewer working members than before.
+		for _, e := range extra {
+			if e.InRaft() {
+				p.wait(ActionRemove, e.Name, WaitJoinPending, applying+" must serve first: it runs, but applies the keyspace or restarts; a replacement serves before the old member leaves")
+			}
+		}
 		return p
 	}
 	for _, e := range extra {
@@ -602,6 +616,17 @@ func joiningName(m Matching, learners []Member, lists Agreement) string {
 		}
 	}
 	return ""
+}
+
+// applyingVoter names a listed voter whose server runs (its peer port
+// listens) but does not serve its client port.
+func applyingVoter(m Matching) (string, bool) {
+	for _, pair := range m.Matched {
+		if v := pair.Member; !v.IsLearner && !v.InRaft() && v.Health.PeerListening {
+			return nameOr(v, pair.Desired.Name), true
+		}
+	}
+	return "", false
 }
 
 func anyLearner(members []Member) (Member, bool) {

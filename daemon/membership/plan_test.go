@@ -120,6 +120,16 @@ func TestMakePlan(t *testing.T) {
 			waits: []string{"LearnerCatchingUp etcd-main-192.0.2.4"},
 		},
 		{
+			name:    "its own agent keeps promoting a learner that copies the keyspace, for the moment etcd allows it",
+			desired: desired("192.0.2.1", "192.0.2.4"),
+			obs: func() Observation {
+				o := obs(1, member("192.0.2.1", 1), member("192.0.2.4", 4, learner, unstarted, func(m *Member) { m.Health.PeerListening = true }))
+				o.CatchingUp, o.Local = []uint64{4}, 4
+				return o
+			}(),
+			want: "promote etcd-main-192.0.2.4 [4]",
+		},
+		{
 			name:    "a learner etcd refused before is promoted once it serves its client port",
 			desired: desired("192.0.2.1", "192.0.2.4"),
 			obs: func() Observation {
@@ -288,6 +298,19 @@ func TestMakePlan(t *testing.T) {
 			obs:     obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2), member("192.0.2.3", 3), member("192.0.2.4", 4, learner)),
 			want:    "promote etcd-main-192.0.2.4",
 			waits:   []string{"JoinPending etcd-main-192.0.2.3"},
+		},
+		{
+			name:    "replace: the old member waits while the new voter applies the keyspace",
+			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.4"),
+			obs: obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2), member("192.0.2.3", 3),
+				member("192.0.2.4", 4, down, func(m *Member) { m.Health.PeerListening = true })),
+			waits: []string{"JoinPending etcd-main-192.0.2.3"},
+		},
+		{
+			name:    "replace: a listed voter that is down holds no removal (its peer port does not listen)",
+			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.4"),
+			obs:     obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2), member("192.0.2.3", 3), member("192.0.2.4", 4, down)),
+			want:    "remove etcd-main-192.0.2.3 [3]: member is not in the member list",
 		},
 		{
 			name:    "stale incarnation of this node is removed so it can rejoin",

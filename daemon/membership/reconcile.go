@@ -80,16 +80,18 @@ type StepResult struct {
 
 // Step plans from the view and, when there is something to do, takes the
 // writer lock, re-observes, re-plans and executes that plan's next action.
-// local is the local member's ID (0 when it has none): while the cluster
-// takes no writes (a NOSPACE or CORRUPT alarm), the lock cannot be taken,
-// and the agent of the leading member acts alone (etcdclient.LeaderLock).
+// local is the local member's ID (0 when it has none): the agent of a
+// learner promotes it as soon as etcd allows (Observation.Local); while
+// the cluster takes no writes (a NOSPACE or CORRUPT alarm), the lock
+// cannot be taken, and the agent of the leading member acts alone
+// (etcdclient.LeaderLock).
 //
 // Under the lock the agents' posted lists are read again (the Board): no
 // change is made on a list this agent has not posted, nor about an address
 // the posted lists disagree on; and before each call, lists.Unchanged says
 // whether the list in force is still the one the plan came from.
 func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view View, stale []uint64, local uint64, lists ListState) (StepResult, error) {
-	view.Stale = stale
+	view.Stale, view.Local = stale, local
 	view.Lists.Stable, view.Lists.HoldDown = r.now().Sub(lists.InForce), lists.HoldDown
 	r.age(&view.Observation)
 	plan := MakePlan(desired, view.Observation)
@@ -137,7 +139,7 @@ func (r *Reconciler) Step(ctx context.Context, desired []identity.Member, view V
 	if fresh.ClusterID != view.ClusterID {
 		return res, fmt.Errorf("the cluster answered as %s under the writer lock, %s before it", IDString(fresh.ClusterID), IDString(view.ClusterID))
 	}
-	fresh.Stale = stale
+	fresh.Stale, fresh.Local = stale, local
 	r.age(&fresh.Observation)
 	if alarmed {
 		// No agent can post its list under the alarm: the leading
@@ -196,7 +198,7 @@ func (r *Reconciler) promoteAdded(ctx context.Context, w Writer, desired []ident
 		if !view.Reached || view.ClusterID != before.ClusterID {
 			return
 		}
-		view.Stale, view.Lists = before.Stale, before.Lists
+		view.Stale, view.Lists, view.Local = before.Stale, before.Lists, before.Local
 		r.age(&view.Observation)
 		plan := MakePlan(desired, view.Observation)
 		if next := plan.Next; next != nil && next.Kind == ActionPromote && next.MemberID == id {

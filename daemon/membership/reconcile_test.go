@@ -230,9 +230,10 @@ func (l *countingLocker) count() int {
 
 // A learner whose promotion etcd refused as not in sync, and which runs
 // (its peer port listens) without serving its client port yet, copies
-// the leader's snapshot of the keyspace: the writer waits for it without
-// taking the lock, and promotes it once it serves clients. Here the
-// learner's peer port is a bare listener, so etcd refuses for real.
+// the leader's snapshot of the keyspace: another node's writer waits for
+// it without taking the lock, while the learner's own agent keeps trying
+// the promotion. Here the learner's peer port is a bare listener, so etcd
+// refuses for real.
 func TestALearnerStillCopyingTheKeyspaceIsWaitedForWithoutTheLock(t *testing.T) {
 	members := etcdtest.Start(t, 1)
 	peer, err := net.Listen("tcp", "127.0.0.1:0")
@@ -265,9 +266,10 @@ func TestALearnerStillCopyingTheKeyspaceIsWaitedForWithoutTheLock(t *testing.T) 
 	}
 	target := membership.Target{Endpoints: membership.ClientURLs(desired), Listed: membership.ClientURLs(desired)}
 	lists := postList(t, session, etcdtest.ClientURLs(members), members[0].ClusterID(), desired)
+	local := uint64(0) // the writer is not the learner's agent
 	step := func() membership.StepResult {
 		t.Helper()
-		res, err := r.Step(context.Background(), desired, observer.Observe(context.Background(), target), nil, 0, lists)
+		res, err := r.Step(context.Background(), desired, observer.Observe(context.Background(), target), nil, local, lists)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -297,6 +299,20 @@ func TestALearnerStillCopyingTheKeyspaceIsWaitedForWithoutTheLock(t *testing.T) 
 	}
 	if got := locker.count(); got != takes {
 		t.Errorf("the writer took the lock %d times while waiting for the learner to catch up; want none", got-takes)
+	}
+
+	// The learner's own agent keeps trying, under the lock, so that the
+	// learner is a voter the moment etcd allows.
+	view := observer.Observe(context.Background(), target)
+	m, ok := view.WithPeerURL(desired[1].PeerURL)
+	if !ok {
+		t.Fatalf("the learner is not in the view: %+v", view.Members)
+	}
+	local = m.ID
+	for range 2 {
+		if res := step(); res.Acted == nil || res.Acted.Kind != membership.ActionPromote || !etcdclient.LearnerNotReady(res.Result.Err) {
+			t.Fatalf("step of the learner's own agent: %+v, plan %s; want a promotion that etcd refuses as not in sync", res, res.Plan)
+		}
 	}
 }
 

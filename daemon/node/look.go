@@ -136,7 +136,7 @@ func (n *Node) look(ctx context.Context, acting bool) Snapshot {
 		stale = []uint64{s.Decision.StaleID}
 	}
 	obs := s.View.Observation
-	obs.Stale = stale
+	obs.Stale, obs.Local = stale, n.localMemberID(&s)
 	s.Plan = membership.MakePlan(s.Desired, obs)
 	if !s.View.Reached {
 		s.Plan = membership.Plan{}

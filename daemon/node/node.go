@@ -122,8 +122,8 @@ type Deps struct {
 	// InOrder makes every look ask one endpoint after the other: the
 	// simulator's deterministic replay (membership.Observer.InOrder).
 	InOrder bool
-	// PeerListening tells whether a learner's peer listener accepts
-	// connections; a TCP dial when nil.
+	// PeerListening tells whether the peer listener of a member that does
+	// not answer accepts connections; a TCP dial when nil.
 	PeerListening func(ctx context.Context, peerURLs []string) bool
 
 	// The two-node failover (daemon/twonode), when pacemaker is

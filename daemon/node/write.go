@@ -38,8 +38,9 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		n.settling = 0
 		return 0, true
 	case res.Acted != nil && res.Acted.Kind == membership.ActionPromote && etcdclient.LearnerNotReady(res.Result.Err):
-		// The learner is still copying the keyspace. etcd allows the
-		// promotion the moment it is in sync, so the next try comes at a
+		// The learner is still copying the keyspace (its own agent tries,
+		// Observation.Local). etcd allows the promotion the moment the
+		// leader knows the snapshot arrived, so the next try comes at a
 		// steady short pace rather than backing off: however long a
 		// large keyspace takes to copy, the learner is promoted within
 		// moments of being in sync, not a reconcile interval later.
@@ -48,11 +49,10 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		return n.settle(), false
 	case res.Plan.WaitsFor(membership.WaitLearnerNotStarted, ""):
 		return n.settle(), true
-	case res.Plan.WaitsFor(membership.WaitLearnerCatchingUp, s.Self.Name):
-		// This node's learner copies the keyspace: its agent looks at a
-		// short steady pace (a look takes no lock and writes nothing)
-		// and promotes it the moment it serves clients, whatever the
-		// size.
+	case res.Plan.WaitsFor(membership.WaitJoinPending, "") && n.applying(s):
+		// This node's member was promoted before it applied the keyspace,
+		// and the member it replaces leaves once it serves: its agent
+		// looks at the short pace, as it did while the learner copied.
 		return catchUpRetry, true
 	case res.Plan.WaitsFor(membership.WaitLearnerCatchingUp, ""):
 		// Another node's learner: soon after a short copy, backing off
@@ -71,6 +71,13 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		return max(n.Settings.RemovalHoldDown-n.Now().Sub(n.listInForce), 10*time.Millisecond), true
 	}
 	return interval, true
+}
+
+// applying says that this node's member is a voter whose server runs
+// without serving its client port yet.
+func (n *Node) applying(s Snapshot) bool {
+	m, ok := s.View.Member(n.localMemberID(&s))
+	return ok && !m.IsLearner && !m.InRaft() && m.Health.PeerListening
 }
 
 // catchUpRetry is how soon the agent of a learner that is still catching
