@@ -56,10 +56,9 @@ type membershipFigures struct {
 	// replace: members-file write → a voter that is not the leader traded
 	// for the node that is out: the node a voter and the voter gone.
 	replace []time.Duration
-	// promoted: the joining member (join and replace) serving clients,
-	// which a learner does once it caught up → seen a voter; 0 when it
-	// was a voter before it served.
-	promoted []time.Duration
+	// joinCPU: the CPU time the joining node's process used during the
+	// join, in seconds (the agent with its etcd; a plain etcd).
+	joinCPU []float64
 }
 
 // cycle is one join, leave and replace, the same on both sides: the node
@@ -79,6 +78,8 @@ type cycle struct {
 	// settled returns once the side is ready for the next change after a
 	// node left (an agent moved its data aside; a floor process exited).
 	settled func(left int)
+	// pid is the process of node n (after prepare, the one that joins).
+	pid func(n int) int
 }
 
 func (cy *cycle) run(runs int, label string) membershipFigures {
@@ -90,12 +91,13 @@ func (cy *cycle) run(runs int, label string) membershipFigures {
 			cy.prepare(out)
 		}
 		quiet()
-		serving := cy.obs.watchServing(cy.c.ClientURL(out))
+		pid := cy.pid(out)
+		cpu := readCPUTime(cy.t, pid)
 		start := time.Now()
 		cy.write(all...)
 		joined := cy.obs.waitFor(cy.c.PeerURL(out), voter)
 		f.join = append(f.join, joined.Sub(start))
-		f.promoted = append(f.promoted, max(0, joined.Sub(serving())))
+		f.joinCPU = append(f.joinCPU, readCPUTime(cy.t, pid).since(cpu))
 		cy.obs.waitVoters(nodes)
 
 		leader := cy.nodeOf(cy.obs.leader())
@@ -117,22 +119,20 @@ func (cy *cycle) run(runs int, label string) membershipFigures {
 		w.Stop()
 		f.gap = append(f.gap, w.Report().MaxGap)
 		cy.settled(leader)
-		took, promoted, gone := cy.replace(leader, stay)
+		took, gone := cy.replace(leader, stay)
 		f.replace = append(f.replace, took)
-		f.promoted = append(f.promoted, promoted)
 		out = gone
-		fmt.Printf("  %-8s cycle %d: join %s, leader leaves %s, longest write gap %s, replace %s\n", label, i+1,
-			round(f.join[i]), round(f.leave[i]), round(f.gap[i]), round(f.replace[i]))
+		fmt.Printf("  %-8s cycle %d: join %s (joining node's CPU %.2fs), leader leaves %s, longest write gap %s, replace %s\n", label, i+1,
+			round(f.join[i]), f.joinCPU[i], round(f.leave[i]), round(f.gap[i]), round(f.replace[i]))
 	}
 	return f
 }
 
 // replace lists in (out of the cluster, its data moved aside) instead of
 // the first of members that does not lead, in one write, and times the
-// write until in is a voter and that member gone, and returns that time,
-// the time from in serving clients to in a voter, and the member traded
-// away, once it settled.
-func (cy *cycle) replace(in int, members []int) (took, promoted time.Duration, gone int) {
+// write until in is a voter and that member gone, and returns that time
+// and the member traded away, once it settled.
+func (cy *cycle) replace(in int, members []int) (took time.Duration, gone int) {
 	leader := cy.nodeOf(cy.obs.leader())
 	gone = members[0]
 	if gone == leader {
@@ -144,18 +144,16 @@ func (cy *cycle) replace(in int, members []int) (took, promoted time.Duration, g
 	list := append(slices.DeleteFunc(slices.Clone(members), func(n int) bool { return n == gone }), in)
 	slices.Sort(list)
 	quiet()
-	serving := cy.obs.watchServing(cy.c.ClientURL(in))
 	start := time.Now()
 	cy.write(list...)
 	done := cy.obs.waitFor(cy.c.PeerURL(in), voter)
-	promoted = max(0, done.Sub(serving()))
 	// The member may have gone first: then this finds it gone at once.
 	if left := cy.obs.waitFor(cy.c.PeerURL(gone), absent); left.After(done) {
 		done = left
 	}
 	cy.obs.waitVoters(nodes - 1)
 	cy.settled(gone)
-	return done.Sub(start), promoted, gone
+	return done.Sub(start), gone
 }
 
 func (cy *cycle) nodeOf(peerURL string) int {
@@ -201,7 +199,7 @@ func measureAgents(t *tb, binary, dir string, runs, keyspace int, idle time.Dura
 	fillKeyspace(t, obs, keyspace)
 
 	moves := map[int]int{}
-	cy := &cycle{t: t, c: c, obs: obs, write: c.WriteMembers, settled: func(left int) {
+	cy := &cycle{t: t, c: c, obs: obs, write: c.WriteMembers, pid: func(n int) int { return c.Agent(n).PID() }, settled: func(left int) {
 		// The next cycle lists the node again once its agent stopped the
 		// member and moved its data aside, as it does before rejoining.
 		moves[left]++

@@ -212,6 +212,11 @@ func measureFloor(t *tb, dir string, runs, keyspace int, idle time.Duration) (me
 	defer stopWatch()
 
 	cy := &cycle{t: t, c: c, obs: obs, write: c.WriteMembers,
+		pid: func(n int) int {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			return f.procs[n].cmd.Process.Pid
+		},
 		prepare: func(joining int) {
 			f.mu.Lock()
 			defer f.mu.Unlock()

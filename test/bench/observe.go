@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"net/http"
 	"slices"
 	"time"
 
@@ -132,36 +131,4 @@ func (o *observer) members() ([]string, error) {
 		urls = append(urls, m.PeerURLs...)
 	}
 	return urls, nil
-}
-
-// watchServing polls the client port at clientURL (etcd's /version) every
-// pollEvery from now on, and returns a function that waits until it
-// answered and returns when it first did. etcd serves a member's clients
-// only once it applied the entry that publishes it: for a learner, once
-// it copied the keyspace and caught up, which is when etcd lets it be
-// promoted. The time from there to seen a voter is the promoting side's
-// own delay, the copy left out.
-func (o *observer) watchServing(clientURL string) func() time.Time {
-	var at time.Time
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		httpc := &http.Client{Timeout: 100 * time.Millisecond}
-		for deadline := time.Now().Add(changeDeadline); time.Now().Before(deadline); time.Sleep(pollEvery) {
-			if resp, err := httpc.Get(clientURL + "/version"); err == nil {
-				resp.Body.Close()
-				if resp.StatusCode == http.StatusOK {
-					at = time.Now()
-					return
-				}
-			}
-		}
-	}()
-	return func() time.Time {
-		<-done
-		if at.IsZero() {
-			o.t.Fatalf("%s did not serve clients within %s", clientURL, changeDeadline)
-		}
-		return at
-	}
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -18,14 +19,14 @@ type usage struct {
 // idleUsage samples CPU time and RSS of processes over a window. Every
 // process must live through the window.
 func idleUsage(t *tb, pids []int, window time.Duration) usage {
-	before := make([]float64, len(pids))
+	before := make([]cpuTime, len(pids))
 	for i, pid := range pids {
-		before[i] = cpuSeconds(t, pid)
+		before[i] = readCPUTime(t, pid)
 	}
 	time.Sleep(window)
 	u := usage{cpu: make([]float64, len(pids)), rss: make([]int64, len(pids))}
 	for i, pid := range pids {
-		u.cpu[i] = 100 * (cpuSeconds(t, pid) - before[i]) / window.Seconds()
+		u.cpu[i] = 100 * readCPUTime(t, pid).since(before[i]) / window.Seconds()
 		u.rss[i] = rssBytes(t, pid)
 	}
 	return u
@@ -34,7 +35,14 @@ func idleUsage(t *tb, pids []int, window time.Duration) usage {
 // clockTicks is USER_HZ, the unit of /proc/<pid>/stat times; 100 on Linux.
 const clockTicks = 100
 
-func cpuSeconds(t *tb, pid int) float64 {
+// cpuTime is the CPU time a process used so far, counted two ways.
+// /proc/<pid>/stat counts it in ticks of 10ms, a sixth of the whole
+// target (0.05 % of a core) over a minute's window; the nanoseconds each
+// thread ran (/proc/<pid>/task/*/schedstat) are exact, but a thread that
+// exits takes its own with it.
+type cpuTime struct{ ticks, ran float64 } // seconds
+
+func readCPUTime(t *tb, pid int) cpuTime {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		t.Fatalf("read the CPU time of process %d (it exited?): %v", pid, err)
@@ -43,7 +51,30 @@ func cpuSeconds(t *tb, pid int) float64 {
 	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
-	return (utime + stime) / clockTicks
+	c := cpuTime{ticks: (utime + stime) / clockTicks}
+	threads, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	for _, th := range threads {
+		b, err := os.ReadFile(th)
+		if err != nil {
+			continue // exited between the listing and the read
+		}
+		if f := strings.Fields(string(b)); len(f) > 0 {
+			ns, _ := strconv.ParseFloat(f[0], 64)
+			c.ran += ns / 1e9
+		}
+	}
+	return c
+}
+
+// since is the CPU time used from before to c: the nanoseconds, unless a
+// thread exited meanwhile (the ticks then grew by more than the
+// nanoseconds, beyond the ticks' rounding).
+func (c cpuTime) since(before cpuTime) float64 {
+	ticks, ran := c.ticks-before.ticks, c.ran-before.ran
+	if ticks > ran+2.0/clockTicks {
+		return ticks
+	}
+	return ran
 }
 
 func rssBytes(t *tb, pid int) int64 {
