@@ -113,6 +113,7 @@ const (
 	netVersionChange
 	netRollingUpgrade
 	netReplaceKeyspace
+	netDiskSpace
 )
 
 // maxWriteGap is how long the cluster may refuse writes while etcdlet

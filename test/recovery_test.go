@@ -330,6 +330,63 @@ func TestADataDirThatMustBeAMountPoint(t *testing.T) {
 	c.Wait(c.Client(), convergeTimeout, 1)
 }
 
+// A node whose data dir's filesystem cannot take the copy of the
+// keyspace refuses to join, says how much it has and needs, and no learner
+// is added for it; once the filesystem is larger, it joins.
+func TestAJoinWaitsForDiskSpace(t *testing.T) {
+	t.Parallel()
+	requireTools(t, map[string]string{"mount": "mount", "umount": "mount"})
+	c, cli := startCluster(t, netDiskSpace, 1)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := harness.Fill(ctx, cli, 48<<20); err != nil {
+		t.Fatal(err)
+	}
+	// Node 2's disk: a tmpfs too small for a 48 MiB backend and the first
+	// write-ahead log file (64 MB).
+	if err := os.MkdirAll(c.DataDir(2), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=80m,mode=0700", "tmpfs", c.DataDir(2)).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v: %s", err, out)
+	}
+	a := c.Start(2)
+	t.Cleanup(func() {
+		a.Stop()
+		if out, err := exec.Command("umount", c.DataDir(2)).CombinedOutput(); err != nil {
+			t.Errorf("umount %s: %v: %s", c.DataDir(2), err, out)
+		}
+	})
+	c.WriteMembers(1, 2)
+	harness.Eventually(t, convergeTimeout, "node 2 refuses to join for lack of space", func() error {
+		for _, e := range a.LogEntries() {
+			if reason, _ := e["reason"].(string); e["msg"] == "local member" && e["decision"] == "refuse" &&
+				strings.Contains(reason, "MiB free, and a joining member needs") && strings.Contains(reason, "a copy of the leader's backend") {
+				t.Logf("node 2: %s", reason)
+				return nil
+			}
+		}
+		return errorf("not refused yet")
+	})
+	harness.Eventually(t, convergeTimeout, "node 1's writer waits for node 2's refusal", func() error {
+		for _, e := range c.Agent(1).LogEntries() {
+			if e["msg"] == "membership changes waiting" && strings.Contains(fmt.Sprint(e["waiting"]), "NodeRefuses") {
+				return nil
+			}
+		}
+		return errorf("no NodeRefuses wait logged")
+	})
+	if members, err := c.MemberList(cli); err != nil || len(members) != 1 {
+		t.Fatalf("members while node 2 refuses: %+v, %v; want node 1 alone", members, err)
+	}
+
+	// The disk grows: node 2 joins.
+	if out, err := exec.Command("mount", "-o", "remount,size=512m", c.DataDir(2)).CombinedOutput(); err != nil {
+		t.Fatalf("remount tmpfs: %v: %s", err, out)
+	}
+	c.Wait(cli, convergeTimeout, 1, 2)
+}
+
 // A member whose data is corrupt (a CORRUPT alarm raised for it) is
 // replaced through the list: the new member joins, the corrupt one
 // leaves, and its alarm, which held every write of the cluster, is

@@ -188,6 +188,26 @@ func IsMountPoint(path string) (bool, error) {
 	return mountedAt(data, real), nil
 }
 
+// FreeBytes is the space an unprivileged writer may still use on the
+// filesystem that holds path, or that will hold it: its nearest existing
+// ancestor's, when path does not exist yet (a data dir before its first
+// start).
+func FreeBytes(path string) (uint64, error) {
+	for p := filepath.Clean(path); ; p = filepath.Dir(p) {
+		var st syscall.Statfs_t
+		err := syscall.Statfs(p, &st)
+		if err == nil && st.Bsize > 0 {
+			return st.Bavail * uint64(st.Bsize), nil
+		}
+		if err == nil {
+			return 0, fmt.Errorf("free space for %s: statfs %s: block size %d", path, p, st.Bsize)
+		}
+		if !errors.Is(err, syscall.ENOENT) || p == filepath.Dir(p) {
+			return 0, fmt.Errorf("free space for %s: statfs %s: %w", path, p, err)
+		}
+	}
+}
+
 // mountedAt reports whether mountinfo lists a mount at path. The fifth
 // field is the mount point, with space, tab, newline and backslash written
 // as octal escapes.
@@ -268,6 +288,10 @@ func (d Dir) MovedSince(since time.Time) (int, error) { return MovedSince(d.Path
 
 // MountPoint reports whether the data dir is a mount point.
 func (d Dir) MountPoint() (bool, error) { return IsMountPoint(d.Path) }
+
+// FreeBytes is the free space where the data dir is, or will be
+// (FreeBytes).
+func (d Dir) FreeBytes() (uint64, error) { return FreeBytes(d.Path) }
 
 // Survey reads how far the data goes (ReadSurvey).
 func (d Dir) Survey() (Survey, error) { return ReadSurvey(d.Path) }

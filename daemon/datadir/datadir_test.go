@@ -188,3 +188,21 @@ func TestMountedAtReadsMountinfo(t *testing.T) {
 		t.Errorf("IsMountPoint(/) = %v, %v", ok, err)
 	}
 }
+
+// A data dir that does not exist yet has the free space of the
+// filesystem that will hold it.
+func TestFreeBytesOfADataDirNotCreatedYet(t *testing.T) {
+	dir := t.TempDir()
+	parent, err := FreeBytes(dir)
+	if err != nil || parent == 0 {
+		t.Fatalf("free space of %s: %d, %v", dir, parent, err)
+	}
+	missing, err := FreeBytes(filepath.Join(dir, "not", "yet", "data"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Others write to the same filesystem meanwhile: the same within 64 MiB.
+	if diff := int64(parent) - int64(missing); diff > 64<<20 || diff < -64<<20 {
+		t.Errorf("free space of a path not created yet: %d, of its parent %d", missing, parent)
+	}
+}

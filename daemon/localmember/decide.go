@@ -106,6 +106,9 @@ const (
 	RefuseMovesAside Refusal = "moves-aside-limit"
 	// RefusePeerURLTaken: another member's name holds this node's peer URL.
 	RefusePeerURLTaken Refusal = "peer-url-taken"
+	// RefuseDiskSpace: the data dir's filesystem has too little free space
+	// for the copy of the keyspace a joining member receives.
+	RefuseDiskSpace Refusal = "disk-space"
 	// RefuseAddressTaken: the member at this node's address answers as
 	// itself while this node holds no data: another node serves it.
 	RefuseAddressTaken Refusal = "address-taken"
@@ -164,6 +167,12 @@ type Inputs struct {
 	// be used (it must be a mount point and is not; it belongs to another
 	// cluster than the one this node joined).
 	DataProblem Problem
+	// JoinSpace, when its Reason is set, says that the data dir's
+	// filesystem has too little free space for the copy of the keyspace
+	// that a joining member receives: the node does not join (it refuses,
+	// so that no writer adds a learner for it, or its learner is removed)
+	// until there is.
+	JoinSpace Problem
 	// VersionChange, when its Reason is set, says why the running member
 	// may not be restarted on the etcd version the configuration names:
 	// it keeps running what it runs.
@@ -395,6 +404,8 @@ func decideWithData(in Inputs) Decision {
 func decideJoin(in Inputs) Decision {
 	m, ok := in.View.WithPeerURL(in.Self.PeerURL)
 	switch {
+	case (!ok || !m.Started()) && in.JoinSpace.Reason != "":
+		return Decision{Kind: Refuse, Refusal: in.JoinSpace.Refusal, Reason: in.JoinSpace.Reason}
 	case !ok:
 		return Decision{Kind: Wait, Reason: "not a member yet; waiting to be added as a learner"}
 	case m.Name != "" && m.Name != in.Self.Name:

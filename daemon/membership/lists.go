@@ -38,8 +38,9 @@ type PostedList struct {
 	// people.
 	ReadAt time.Time `json:"readAt"`
 	// Refusing, when set, says why this node will not join (the
-	// moves-aside limit): it is not added, and a learner for it that does
-	// not run is removed, so that it does not hold etcd's learner slot.
+	// moves-aside limit, too little disk space for the copy of the
+	// keyspace): it is not added, and a learner for it that does not run
+	// is removed, so that it does not hold etcd's learner slot.
 	Refusing string `json:"refusing,omitempty"`
 }
 

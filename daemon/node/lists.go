@@ -33,7 +33,7 @@ func (n *Node) noteList(s *Snapshot) {
 // state when this list was posted before, in this cluster).
 func (n *Node) ownPost(s Snapshot) membership.PostedList {
 	p := membership.PostedList{Node: s.Self.IP.String(), List: desiredList(&s), ReadAt: n.listInForce.UTC()}
-	if d := s.Decision; d.Kind == localmember.Refuse && d.Refusal == localmember.RefuseMovesAside {
+	if d := s.Decision; d.Kind == localmember.Refuse && (d.Refusal == localmember.RefuseMovesAside || d.Refusal == localmember.RefuseDiskSpace) {
 		p.Refusing = d.Reason
 	}
 	if st := n.state.Posted; st != nil && st.ClusterID == membership.IDString(s.View.ClusterID) && st.Digest == p.Digest() {

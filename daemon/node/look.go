@@ -197,6 +197,7 @@ func (n *Node) decide(ctx context.Context, s *Snapshot) localmember.Decision {
 	}
 	in.Approved = n.approved(op, s.List)
 	in.DataProblem = n.dataProblem(s)
+	in.JoinSpace = n.joinSpaceProblem(s, in.InList)
 	in.VersionChange = n.versionChangeProblem(s)
 	in.Flapping = n.flapping(op)
 	in.Retired = n.retirement(s.Pinned)

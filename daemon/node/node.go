@@ -58,6 +58,9 @@ type DataDir interface {
 	MovedSince(since time.Time) (int, error)
 	// MountPoint reports whether the data dir is a mount point.
 	MountPoint() (bool, error)
+	// FreeBytes is the free space on the data dir's filesystem
+	// (datadir.FreeBytes).
+	FreeBytes() (uint64, error)
 	// Survey reads how far the data goes (datadir.ReadSurvey).
 	Survey() (datadir.Survey, error)
 	// ClusterVersion is the cluster version the backend recorded; "" when

@@ -255,10 +255,14 @@ func (d *hostDataDir) MovedSince(since time.Time) (int, error) {
 
 func (d *hostDataDir) MountPoint() (bool, error) { return true, nil }
 
-// Survey: the simulator's hosts have no write-ahead log to read.
+// FreeBytes: the simulator's disks never fill (its etcd reports no
+// backend size either).
+func (*hostDataDir) FreeBytes() (uint64, error) { return 1 << 40, nil }
+
 // The simulated etcd has no versions: nothing is refused for one.
 func (*hostDataDir) ClusterVersion() (string, error) { return "", nil }
 
+// Survey: the simulator's hosts have no write-ahead log to read.
 func (d *hostDataDir) Survey() (datadir.Survey, error) {
 	return datadir.Survey{}, datadir.ErrNoIdentity
 }
