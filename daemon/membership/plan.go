@@ -373,10 +373,12 @@ func MakePlan(desired []identity.Member, obs Observation) Plan {
 		// A voter promoted before it applied the keyspace (or one that
 		// restarts) runs without serving yet: a healthy voter leaves only
 		// once the one that replaces it serves, so that the cluster never
-		// counts on fewer working members than before.
+		// counts on fewer working members than before. (Its published
+		// name says nothing here: the leader applies the publication long
+		// before the new member, which serves only once it applied it.)
 		for _, e := range extra {
 			if e.InRaft() {
-				p.wait(ActionRemove, e.Name, WaitJoinPending, applying+" must serve first: it runs, but applies the keyspace or restarts; a replacement serves before the old member leaves")
+				p.wait(ActionRemove, e.Name, WaitJoinPending, applying+" must serve first: its server runs, but it applies the keyspace or restarts; a replacement serves before the old member leaves")
 			}
 		}
 		return p
@@ -619,7 +621,7 @@ func joiningName(m Matching, learners []Member, lists Agreement) string {
 }
 
 // applyingVoter names a listed voter whose server runs (its peer port
-// listens) but does not serve its client port.
+// listens) but does not answer on its client port.
 func applyingVoter(m Matching) (string, bool) {
 	for _, pair := range m.Matched {
 		if v := pair.Member; !v.IsLearner && !v.InRaft() && v.Health.PeerListening {

@@ -300,7 +300,7 @@ func TestMakePlan(t *testing.T) {
 			waits:   []string{"JoinPending etcd-main-192.0.2.3"},
 		},
 		{
-			name:    "replace: the old member waits while the new voter applies the keyspace",
+			name:    "replace: the old member waits while the new voter applies the keyspace (its peer port listens, its client port does not answer)",
 			desired: desired("192.0.2.1", "192.0.2.2", "192.0.2.4"),
 			obs: obs(1, member("192.0.2.1", 1), member("192.0.2.2", 2), member("192.0.2.3", 3),
 				member("192.0.2.4", 4, down, func(m *Member) { m.Health.PeerListening = true })),

@@ -49,11 +49,16 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 		return n.settle(), false
 	case res.Plan.WaitsFor(membership.WaitLearnerNotStarted, ""):
 		return n.settle(), true
-	case res.Plan.WaitsFor(membership.WaitJoinPending, "") && n.applying(s):
+	case res.Plan.WaitsFor(membership.WaitJoinPending, "") && n.applying(s, true):
 		// This node's member was promoted before it applied the keyspace,
 		// and the member it replaces leaves once it serves: its agent
 		// looks at the short pace, as it did while the learner copied.
 		return catchUpRetry, true
+	case res.Plan.WaitsFor(membership.WaitJoinPending, "") && n.applying(s, false):
+		// Another node's new voter applies the keyspace: soon after a
+		// short copy, backing off for a long one (its own agent looks
+		// at the short pace).
+		return n.settle(), true
 	case res.Plan.WaitsFor(membership.WaitLearnerCatchingUp, ""):
 		// Another node's learner: soon after a short copy, backing off
 		// for a long one (its own agent promotes it; this one may make
@@ -73,11 +78,17 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 	return interval, true
 }
 
-// applying says that this node's member is a voter whose server runs
-// without serving its client port yet.
-func (n *Node) applying(s Snapshot) bool {
-	m, ok := s.View.Member(n.localMemberID(&s))
-	return ok && !m.IsLearner && !m.InRaft() && m.Health.PeerListening
+// applying says that a voter's server runs without answering on its
+// client port yet (promoted while it applied the keyspace, or
+// restarting): this node's member, when own.
+func (n *Node) applying(s Snapshot, own bool) bool {
+	local := n.localMemberID(&s)
+	for _, m := range s.View.Members {
+		if !m.IsLearner && !m.InRaft() && m.Health.PeerListening && (!own || m.ID == local) {
+			return true
+		}
+	}
+	return false
 }
 
 // catchUpRetry is how soon the agent of a learner that is still catching
