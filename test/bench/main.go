@@ -65,6 +65,9 @@ func main() {
 	fmt.Printf("agents run with etcdlet's defaults: agent.reconcileInterval %s, agent.idleInterval %s, agent.logLevel %s, agent.logFormat %s, etcd.logLevel %s\n",
 		config.DefaultReconcileInterval, config.DefaultIdleInterval, config.DefaultLogLevel, config.DefaultLogFormat, config.DefaultEtcdLogLevel)
 	fmt.Println("(set per agent: node.address, ports, listen addresses and directories, which place the agents but do not shape their work)")
+	if os.Geteuid() != 0 {
+		fmt.Println("not root: the page cache is not dropped before each timed change; with -keyspace, joins may reclaim it and vary by seconds")
+	}
 	fmt.Println()
 
 	// Each part runs alone: the processes of one are stopped before the

@@ -40,8 +40,9 @@ func reportMembership(m membershipReport) {
   it joins; then it unlists the leader, which hands leadership over and leaves, while a writer puts a key
   every 20ms; then one write lists the node that left instead of a member that does not lead (a replacement),
   and that member is the one out in the next cycle. Before each change both sides write the page cache
-  back (sync: the last cycle's copies are not written during the next) and wait 6s (etcd adds a member
-  only once every voter has been connected for 5s). Both clocks start at the same
+  back (sync: the last cycle's copies are not written during the next), as root drop the clean pages no
+  process maps (drop_caches 1: no join reclaims memory that earlier cycles filled), and wait 6s (etcd
+  adds a member only once every voter has been connected for 5s). Both clocks start at the same
   members-file write (a temporary file renamed over the list) and stop when a MemberList, asked every 5ms
   from the benchmark, shows the joining member a voter, or no longer shows the leader (a replacement: both).
   With -keyspace, both sides' clusters hold that many MiB (8 KiB values) before the first cycle, so every

@@ -40,7 +40,10 @@ const clockTicks = 100
 // target (0.05 % of a core) over a minute's window; the nanoseconds each
 // thread ran (/proc/<pid>/task/*/schedstat) are exact, but a thread that
 // exits takes its own with it.
-type cpuTime struct{ ticks, ran float64 } // seconds
+type cpuTime struct {
+	ticks, ran   float64 // seconds
+	user, system float64 // the ticks split, seconds
+}
 
 func readCPUTime(t *tb, pid int) cpuTime {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
@@ -51,7 +54,7 @@ func readCPUTime(t *tb, pid int) cpuTime {
 	fields := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+2:]))
 	utime, _ := strconv.ParseFloat(fields[11], 64)
 	stime, _ := strconv.ParseFloat(fields[12], 64)
-	c := cpuTime{ticks: (utime + stime) / clockTicks}
+	c := cpuTime{ticks: (utime + stime) / clockTicks, user: utime / clockTicks, system: stime / clockTicks}
 	threads, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
 	for _, th := range threads {
 		b, err := os.ReadFile(th)
