@@ -70,6 +70,11 @@ type Health struct {
 // This, not the absence of alarms, is what quorum is counted in.
 func (m Member) InRaft() bool { return m.Health.Reachable && m.Health.Problem == "" }
 
+// Applying means a voter's server runs (its peer port listens) without
+// answering on its client port: promoted while it applied the keyspace,
+// or restarting.
+func (m Member) Applying() bool { return !m.IsLearner && !m.InRaft() && m.Health.PeerListening }
+
 // Healthy means the member is in raft and raised no alarm.
 func (m Member) Healthy() bool { return m.InRaft() && len(m.Health.Alarms) == 0 }
 

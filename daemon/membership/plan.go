@@ -624,8 +624,8 @@ func joiningName(m Matching, learners []Member, lists Agreement) string {
 // listens) but does not answer on its client port.
 func applyingVoter(m Matching) (string, bool) {
 	for _, pair := range m.Matched {
-		if v := pair.Member; !v.IsLearner && !v.InRaft() && v.Health.PeerListening {
-			return nameOr(v, pair.Desired.Name), true
+		if pair.Member.Applying() {
+			return nameOr(pair.Member, pair.Desired.Name), true
 		}
 	}
 	return "", false

@@ -84,7 +84,7 @@ func (n *Node) write(ctx context.Context, s Snapshot) (next time.Duration, ok bo
 func (n *Node) applying(s Snapshot, own bool) bool {
 	local := n.localMemberID(&s)
 	for _, m := range s.View.Members {
-		if !m.IsLearner && !m.InRaft() && m.Health.PeerListening && (!own || m.ID == local) {
+		if m.Applying() && (!own || m.ID == local) {
 			return true
 		}
 	}
